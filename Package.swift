@@ -1,0 +1,61 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The layout follows dependencies (STYLE.md): C headers, a pure core, thin wrappers
+// around each C library, a service kit, command logic as a library, a thin executable.
+let package = Package(
+    name: "Perimeter",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "perimeter", targets: ["perimeter"]),
+        .library(name: "PerimeterCore", targets: ["PerimeterCore"]),
+        .library(name: "PerimeterMQTT", targets: ["PerimeterMQTT"]),
+        .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
+        .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
+    ],
+    targets: [
+        // C libraries from Debian, headers only.
+        .systemLibrary(
+            name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
+        .target(name: "PerimeterCore"),
+
+        // Thin wrappers: the only importers of their C library.
+        .target(name: "PerimeterMQTT", dependencies: ["CMosquitto"]),
+        .target(name: "PerimeterStore", dependencies: ["CSQLite"]),
+
+        // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
+        .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
+
+        // Operator commands as a library; `perimeter` is only its entry point.
+        .target(
+            name: "PerimeterCLI",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+        .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
+
+        // Tests' shared parts: broker launcher, in-memory log handler, fake clock, fixtures.
+        .target(
+            name: "PerimeterTestSupport",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit", "perimeter-testpeer", "perimeter"]),
+        // A process the tests start and kill (e.g. in the middle of a SQLite transaction).
+        .executableTarget(name: "perimeter-testpeer", dependencies: ["PerimeterStore", "PerimeterMQTT"]),
+
+        .testTarget(
+            name: "PerimeterCoreTests",
+            dependencies: ["PerimeterCore", "PerimeterTestSupport"],
+            resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "PerimeterMQTTTests", dependencies: ["PerimeterMQTT", "PerimeterTestSupport"]),
+        .testTarget(
+            name: "PerimeterStoreTests",
+            dependencies: ["PerimeterStore", "PerimeterTestSupport"]),
+        .testTarget(
+            name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterTestSupport"]),
+        .testTarget(
+            name: "PerimeterCLITests",
+            dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

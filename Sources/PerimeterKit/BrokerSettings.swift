@@ -1,0 +1,75 @@
+import PerimeterMQTT
+
+/// How a service reaches the broker: the `broker.*` settings every service shares.
+///
+/// With no `broker.host` set, `perimeter up` starts its own private broker instead.
+public struct BrokerSettings: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+    public var clientID: String
+    public var username: String?
+    public var password: String?
+    public var caFile: String?
+    public var certificateFile: String?
+    public var keyFile: String?
+    public var protocolVersion: MQTTConfiguration.ProtocolVersion
+    public var keepAlive: Int
+
+    public enum ProtocolSetting: String, CaseIterable {
+        case v5 = "5"
+        case v311 = "3.1.1"
+    }
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 1883, clientID: String, username: String? = nil,
+        password: String? = nil, caFile: String? = nil, certificateFile: String? = nil, keyFile: String? = nil,
+        protocolVersion: MQTTConfiguration.ProtocolVersion = .v5, keepAlive: Int = 30
+    ) {
+        self.host = host
+        self.port = port
+        self.clientID = clientID
+        self.username = username
+        self.password = password
+        self.caFile = caFile
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+        self.protocolVersion = protocolVersion
+        self.keepAlive = keepAlive
+    }
+
+    /// Reads `broker.*` settings; problems are collected in `reader`.
+    public static func read(from reader: ConfigReader, defaultClientID: String) -> BrokerSettings {
+        var settings = BrokerSettings(clientID: defaultClientID)
+        settings.host = reader.string("broker.host", default: settings.host)
+        settings.port = reader.int("broker.port", default: settings.port, range: 1...65535)
+        settings.clientID = reader.string("broker.clientId", default: defaultClientID)
+        settings.username = reader.optionalString("broker.username")
+        settings.password = reader.optionalString("broker.password", secret: true)
+        settings.caFile = reader.optionalString("broker.tls.caFile")
+        settings.certificateFile = reader.optionalString("broker.tls.certFile")
+        settings.keyFile = reader.optionalString("broker.tls.keyFile")
+        let version = reader.choice("broker.protocol", default: ProtocolSetting.v5)
+        settings.protocolVersion = version == .v5 ? .v5 : .v311
+        settings.keepAlive = reader.int("broker.keepAlive", default: settings.keepAlive, range: 5...65535)
+        if settings.clientID.isEmpty { reader.reject("broker.clientId", "must not be empty") }
+        if (settings.certificateFile == nil) != (settings.keyFile == nil) {
+            reader.reject("broker.tls.keyFile", "a client certificate and its key go together: set both or neither")
+        }
+        if settings.password != nil && settings.username == nil {
+            reader.reject("broker.username", "a password was given without a username")
+        }
+        return settings
+    }
+
+    /// The MQTT client configuration for these settings.
+    public func mqttConfiguration(
+        clientID: String? = nil, cleanStart: Bool = true, will: MQTTConfiguration.Will? = nil
+    ) -> MQTTConfiguration {
+        let tls =
+            caFile == nil && certificateFile == nil
+            ? nil : MQTTConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
+        return MQTTConfiguration(
+            host: host, port: port, clientID: clientID ?? self.clientID, keepAlive: keepAlive, username: username,
+            password: password, tls: tls, protocolVersion: protocolVersion, cleanStart: cleanStart, will: will)
+    }
+}

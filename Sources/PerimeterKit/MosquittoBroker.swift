@@ -1,0 +1,231 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A private Debian `mosquitto` process on a loopback port, with a generated configuration.
+///
+/// `perimeter up` runs one as the embedded default; tests run one each, on a free port, so
+/// that they can run in parallel. Its files (configuration, persistence, log) live in one
+/// directory that ``stop()`` leaves in place for inspection unless it was temporary.
+public final class MosquittoBroker: Sendable {
+    public struct Options: Sendable {
+        /// The port to listen on; nil picks a free one.
+        public var port: Int?
+        /// Keep sessions and retained messages across restarts (saved on SIGTERM and every
+        /// `autosaveSeconds`).
+        public var persistence: Bool
+        public var autosaveSeconds: Int
+        /// Where config, data and log go; nil makes a temporary directory.
+        public var directory: URL?
+        /// Extra lines appended to the generated configuration.
+        public var extraConfiguration: [String]
+
+        public init(
+            port: Int? = nil, persistence: Bool = false, autosaveSeconds: Int = 1800, directory: URL? = nil,
+            extraConfiguration: [String] = []
+        ) {
+            self.port = port
+            self.persistence = persistence
+            self.autosaveSeconds = autosaveSeconds
+            self.directory = directory
+            self.extraConfiguration = extraConfiguration
+        }
+    }
+
+    public enum Failure: Error, CustomStringConvertible, Sendable {
+        case notInstalled(searched: [String])
+        case startFailed(String)
+
+        public var description: String {
+            switch self {
+            case .notInstalled(let searched):
+                "mosquitto is not installed (looked in \(searched.joined(separator: ", "))); "
+                    + "install it with: apt-get install -y mosquitto mosquitto-clients"
+            case .startFailed(let reason): "mosquitto did not start: \(reason)"
+            }
+        }
+    }
+
+    public let port: Int
+    public let directory: URL
+    public let executable: String
+    private let process = Mutex<Subprocess?>(nil)
+
+    public var configurationPath: String { directory.appendingPathComponent("mosquitto.conf").path }
+    public var logPath: String { directory.appendingPathComponent("mosquitto.log").path }
+
+    /// The broker's log so far.
+    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The running process's id, or nil when stopped.
+    public var pid: Int32? { process.withLock { $0?.isRunning == true ? $0?.pid : nil } }
+
+    private init(port: Int, directory: URL, executable: String) {
+        self.port = port
+        self.directory = directory
+        self.executable = executable
+    }
+
+    /// Writes a configuration, starts `mosquitto` and waits until it accepts connections.
+    /// - Throws: ``Failure`` when mosquitto is missing or does not come up within 10 s.
+    public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
+        let executable = try locate()
+        let directory =
+            options.directory
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-broker-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var lastError: (any Error)?
+        // A free port can be taken between choosing and binding; choose again a few times.
+        for _ in 0..<(options.port == nil ? 5 : 1) {
+            let port = try options.port ?? freeLoopbackPort()
+            let broker = MosquittoBroker(port: port, directory: directory, executable: executable)
+            try broker.writeConfiguration(options)
+            do {
+                try await broker.launch()
+                return broker
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? Failure.startFailed("unknown reason")
+    }
+
+    /// `mosquitto` on PATH, or in Debian's /usr/sbin.
+    public static func locate() throws -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let candidates = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/usr/local/sbin"]
+        for directory in candidates {
+            let file = "\(directory)/mosquitto"
+            if FileManager.default.isExecutableFile(atPath: file) { return file }
+        }
+        throw Failure.notInstalled(searched: candidates)
+    }
+
+    private func writeConfiguration(_ options: Options) throws {
+        let user = String(cString: getpwuid(geteuid())?.pointee.pw_name ?? strdup("root"))
+        var lines = [
+            "# Written by perimeter for a private broker; regenerated on every start.",
+            "listener \(port) 127.0.0.1",
+            "allow_anonymous true",
+            // mosquitto drops privileges to this user when started as root; keep the user that
+            // owns the directory so that persistence and the log stay writable.
+            "user \(user)",
+            "persistence \(options.persistence)",
+            "persistence_location \(directory.path)/",
+            "autosave_interval \(options.autosaveSeconds)",
+            // The default of 1,000 silently drops QoS 1 messages for a subscriber that falls
+            // behind (DESIGN.md §11); a pipeline under load needs far more headroom.
+            "max_queued_messages 1000000",
+            "max_inflight_messages 0",
+            "set_tcp_nodelay true",
+            "log_dest file \(logPath)",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages true",
+            "log_timestamp_format %Y-%m-%dT%H:%M:%S",
+        ]
+        lines += options.extraConfiguration
+        try (lines.joined(separator: "\n") + "\n").write(toFile: configurationPath, atomically: true, encoding: .utf8)
+    }
+
+    private func launch() async throws {
+        let errorLog = directory.appendingPathComponent("mosquitto.stderr").path
+        // Its own process group: a Ctrl-C at the terminal reaches `perimeter up`, which stops
+        // the services first and the broker last.
+        let child = try Subprocess.spawn(
+            executable, ["-c", configurationPath], stdout: .null, stderr: .file(errorLog, append: false),
+            newProcessGroup: true)
+        process.withLock { $0 = child }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let termination = child.poll() {
+                let stderr = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
+                process.withLock { $0 = nil }
+                throw Failure.startFailed(
+                    "\(termination) on port \(port): "
+                        + (stderr + log).trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            if Self.accepts(port: port) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        kill()
+        throw Failure.startFailed("no connection on 127.0.0.1:\(port) within 10 s")
+    }
+
+    /// Stops the broker with SIGTERM (it saves persistence) and waits for it to exit.
+    public func stop() async {
+        guard let child = process.withLock({ $0 }) else { return }
+        child.signal(SIGTERM)
+        await child.wait()
+        process.withLock { $0 = nil }
+    }
+
+    /// Kills the broker with SIGKILL: no goodbye to clients, no persistence save.
+    public func kill() {
+        guard let child = process.withLock({ $0 }) else { return }
+        child.signal(SIGKILL)
+        child.waitBlocking()
+        process.withLock { $0 = nil }
+    }
+
+    /// Starts the broker again on the same port with the same configuration.
+    public func restart() async throws {
+        await stop()
+        // The old process may hold the port for a moment; retry briefly.
+        var attempts = 0
+        while true {
+            do {
+                try await launch()
+                return
+            } catch {
+                attempts += 1
+                if attempts >= 5 { throw error }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+
+    deinit {
+        process.withLock { $0 }?.signal(SIGTERM)
+    }
+
+    /// A port on 127.0.0.1 that was free a moment ago.
+    public static func freeLoopbackPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure.startFailed("socket(): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw Failure.startFailed("bind(): \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// True when something accepts TCP connections on 127.0.0.1:`port`.
+    public static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import CMosquitto
+import Dispatch
+import Foundation
+import Synchronization
+
+/// An MQTT 5 (or 3.1.1) client over libmosquitto that reconnects by itself.
+///
+/// ```swift
+/// let client = try MQTTClient(MQTTConfiguration(port: 1883, clientID: "evaluator-1"))
+/// try await client.connect()
+/// try await client.subscribe("perimeter/v1/museum/obs/#", qos: .atLeastOnce)
+/// for await message in client.messages { … }
+/// ```
+///
+/// The network loop runs on a thread of its own. When the connection fails or is lost it
+/// reconnects after a capped exponential backoff, restores the subscriptions the broker does
+/// not already hold, and resends unacknowledged QoS ≥ 1 messages. ``disconnect()`` closes
+/// the connection with a DISCONNECT packet, so the broker does not publish the last will.
+public final class MQTTClient: Sendable {
+    public let configuration: MQTTConfiguration
+    /// Messages from the broker, in arrival order, through a bounded buffer.
+    public let messages: MQTTMessages
+    let core: ClientCore
+
+    /// Creates the client; nothing touches the network until ``connect(timeout:)``.
+    /// - Throws: ``MQTTError`` when libmosquitto rejects the configuration (e.g. an unreadable CA file).
+    public init(_ configuration: MQTTConfiguration) throws(MQTTError) {
+        MQTTLibrary.initialize()
+        self.configuration = configuration
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(max(1, configuration.inboundBufferSize)))
+        messages = MQTTMessages(stream: stream)
+        core = try ClientCore(configuration: configuration, inbound: continuation)
+    }
+
+    deinit {
+        core.requestStop()
+    }
+
+    /// The connection's current state.
+    public var state: ConnectionState { core.state.withLock { $0.connection } }
+
+    /// The current state, then every change, until the client is closed.
+    public func connectionStates() -> AsyncStream<ConnectionState> { core.watchStates() }
+
+    /// Inbound messages dropped because the consumer of ``messages`` fell behind.
+    public var droppedMessages: Int { core.dropped.load(ordering: .relaxed) }
+
+    /// Inbound messages handed to ``messages``.
+    public var receivedMessages: Int { core.received.load(ordering: .relaxed) }
+
+    /// Starts the network loop and waits until the broker accepts the connection.
+    ///
+    /// The loop keeps retrying in the background after a failure; this call only decides how
+    /// long to wait for the first success.
+    /// - Throws: ``MQTTError`` with kind `.connectionRefused` when the broker refuses (bad
+    ///   credentials, not authorised), `.timeout` (naming the last failure) when no connection
+    ///   was made in time, `.closed` after ``disconnect()``.
+    public func connect(timeout: Duration = .seconds(10)) async throws {
+        core.startLoop()
+        try await core.waitUntilConnected(timeout: timeout)
+    }
+
+    /// Publishes a message.
+    ///
+    /// At QoS 0 this returns once libmosquitto has queued the message. At QoS 1 and 2 it
+    /// returns only when the broker has acknowledged it (PUBACK / PUBCOMP); while the
+    /// connection is down the message waits in libmosquitto and is sent after reconnecting.
+    /// - Throws: ``MQTTError`` for an invalid topic, a payload over 256 MB, no connection at
+    ///   QoS 0, a broker refusal (MQTT 5 reason code ≥ 0x80), or `.closed`.
+    public func publish(
+        _ topic: String, payload: [UInt8], qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = .none
+    ) async throws {
+        let mid = try core.sendPublish(topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        guard qos > .atMostOnce else { return }
+        try await core.awaitCompletion(.packet(mid), topic: topic)
+    }
+
+    /// Publishes a UTF-8 string.
+    public func publish(
+        _ topic: String, _ text: String, qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = .none
+    ) async throws {
+        try await publish(topic, payload: Array(text.utf8), qos: qos, retain: retain, properties: properties)
+    }
+
+    /// Subscribes and waits for the SUBACK. The subscription is remembered and restored after
+    /// every reconnect on which the broker did not resume the session.
+    /// - Returns: the QoS the broker granted.
+    /// - Throws: ``MQTTError`` for an invalid filter, a refused subscription, or `.closed`.
+    @discardableResult
+    public func subscribe(_ filter: String, qos: QoS = .atLeastOnce) async throws -> QoS {
+        try MQTTTopic.validateFilter(filter)
+        let pending = try core.sendSubscribe(filter, qos: qos)
+        return try await core.awaitCompletion(pending, topic: filter)
+    }
+
+    /// Unsubscribes, forgets the filter and waits for the UNSUBACK.
+    public func unsubscribe(_ filter: String) async throws {
+        let pending = try core.sendUnsubscribe(filter)
+        try await core.awaitCompletion(pending, topic: filter)
+    }
+
+    /// Closes the connection gracefully (DISCONNECT, so no last will) and stops the loop.
+    /// Pending operations fail with `.closed`; ``messages`` ends. Safe to call twice.
+    public func disconnect() async {
+        core.requestStop()
+        await core.waitForLoopExit()
+    }
+}
+
+/// libmosquitto's process-wide initialisation, done once.
+enum MQTTLibrary {
+    private static let once: Void = { _ = mosquitto_lib_init() }()
+    static func initialize() { _ = once }
+
+    /// libmosquitto's version, e.g. "2.0.11".
+    static var version: String {
+        var major: Int32 = 0
+        var minor: Int32 = 0
+        var revision: Int32 = 0
+        _ = mosquitto_lib_version(&major, &minor, &revision)
+        return "\(major).\(minor).\(revision)"
+    }
+}
+
+extension MQTTClient {
+    /// The linked libmosquitto's version.
+    public static var libraryVersion: String { MQTTLibrary.version }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import PerimeterKit
+import Synchronization
+
+/// Where SwiftPM put the built executables (`perimeter`, `perimeter-testpeer`) for this test run.
+public enum Products {
+    /// The directory holding the running test binary, which SwiftPM shares with the executables.
+    public static var directory: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        // The test runner may live inside an .xctest bundle directory.
+        while directory.pathExtension == "xctest" || directory.lastPathComponent == "Contents"
+            || directory.lastPathComponent == "MacOS"
+        {
+            directory = directory.deletingLastPathComponent()
+        }
+        return directory
+    }
+
+    /// The path of a built executable; fails the test run loudly when it is missing.
+    public static func executable(_ name: String) -> String {
+        let path = directory.appendingPathComponent(name).path
+        precondition(
+            FileManager.default.isExecutableFile(atPath: path),
+            "\(name) is not built next to the tests (looked for \(path)); run `swift build` first")
+        return path
+    }
+}
+
+/// A child process started by a test, with its output captured through a pipe.
+public final class ChildProcess: Sendable {
+    public let subprocess: Subprocess
+    private let reader: FileHandle
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        let pipe = Pipe()
+        subprocess = try Subprocess.spawn(
+            executable, arguments,
+            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } },
+            stdout: .descriptor(pipe.fileHandleForWriting.fileDescriptor),
+            stderr: .descriptor(pipe.fileHandleForWriting.fileDescriptor))
+        try pipe.fileHandleForWriting.close()
+        reader = pipe.fileHandleForReading
+        let flags = fcntl(reader.fileDescriptor, F_GETFL)
+        _ = fcntl(reader.fileDescriptor, F_SETFL, flags | O_NONBLOCK)
+    }
+
+    private let collected = Mutex("")
+
+    /// Everything read so far, plus whatever is waiting in the pipe.
+    public var output: String {
+        drain()
+        return collected.withLock { $0 }
+    }
+
+    private func drain() {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(reader.fileDescriptor, &buffer, buffer.count)
+            guard count > 0 else { return }
+            collected.withLock { $0 += String(decoding: buffer[0..<count], as: UTF8.self) }
+        }
+    }
+
+    /// Reads output until a line contains `marker` (e.g. "ready"), or fails after `timeout`.
+    @discardableResult
+    public func waitForLine(containing marker: String, timeout: Duration = .seconds(10)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let text = output
+            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
+            if !subprocess.isRunning {
+                throw ChildFailure(message: "exited (\(subprocess.poll()!)) before printing '\(marker)': \(output)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw TimeoutError(what: "'\(marker)' from \(subprocess.executable): \(output)", timeout: timeout)
+    }
+
+    public func kill(_ signal: Int32 = SIGKILL) {
+        subprocess.signal(signal)
+        subprocess.waitBlocking()
+    }
+
+    /// Waits for exit; returns how it ended and everything it wrote.
+    public func finish() async -> (termination: Subprocess.Termination, output: String) {
+        let termination = await subprocess.wait()
+        return (termination, output)
+    }
+}
+
+public struct ChildFailure: Error, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}

@@ -1,0 +1,1 @@
+enum StoreCrash { static func run() throws { fatalError("store-crash: the store is not built yet") } }
