@@ -55,7 +55,8 @@ let package = Package(
             name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterTestSupport"]),
         .testTarget(
             name: "PerimeterCLITests",
-            dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"]),
+            dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Fixtures")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -38,10 +38,15 @@ public struct BrokerSettings: Sendable, Hashable {
     }
 
     /// Reads `broker.*` settings; problems are collected in `reader`.
-    public static func read(from reader: ConfigReader, defaultClientID: String) -> BrokerSettings {
+    /// - Parameter embedded: the settings are for a private broker that Perimeter starts:
+    ///   `broker.port` 0 (the default) then means "any free port".
+    public static func read(from reader: ConfigReader, defaultClientID: String, embedded: Bool = false) -> BrokerSettings {
         var settings = BrokerSettings(clientID: defaultClientID)
         settings.host = reader.string("broker.host", default: settings.host)
-        settings.port = reader.int("broker.port", default: settings.port, range: 1...65535)
+        settings.port =
+            embedded
+            ? reader.int("broker.port", default: 0, range: 0...65535)
+            : reader.int("broker.port", default: settings.port, range: 1...65535)
         settings.clientID = reader.string("broker.clientId", default: defaultClientID)
         settings.username = reader.optionalString("broker.username")
         settings.password = reader.optionalString("broker.password", secret: true)

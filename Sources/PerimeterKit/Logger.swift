@@ -13,7 +13,17 @@ public struct Logger: Sendable {
         case trace, debug, info, notice, warning, error, critical
 
         public static func < (lhs: Level, rhs: Level) -> Bool { lhs.rawValue < rhs.rawValue }
-        public var description: String { "\(self)".lowercased() }
+        public var description: String {
+            switch self {
+            case .trace: "trace"
+            case .debug: "debug"
+            case .info: "info"
+            case .notice: "notice"
+            case .warning: "warning"
+            case .error: "error"
+            case .critical: "critical"
+            }
+        }
 
         /// Parses `trace`, `debug`, `info`, `notice`, `warning` (or `warn`), `error`, `critical`.
         public init?(name: String) {

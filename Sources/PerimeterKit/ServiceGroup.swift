@@ -130,5 +130,9 @@ public struct ServiceGroup: Sendable {
 public struct ServiceGroupError: Error, CustomStringConvertible, Sendable {
     public var service: String
     public var message: String
+    public init(service: String, message: String) {
+        self.service = service
+        self.message = message
+    }
     public var description: String { "\(service): \(message)" }
 }

@@ -15,8 +15,10 @@ public final class Subprocess: Sendable {
     public enum Stream: Sendable {
         case inherit
         case null
-        /// A file, created if missing.
+        /// A file, created if missing (for standard output and error).
         case file(String, append: Bool)
+        /// A file to read (for standard input).
+        case input(String)
         /// An open descriptor of ours (e.g. the write end of a pipe).
         case descriptor(Int32)
     }
@@ -69,6 +71,8 @@ public final class Subprocess: Sendable {
             case .file(let path, let append):
                 posix_spawn_file_actions_addopen(
                     &actions, target, path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0o644)
+            case .input(let path):
+                posix_spawn_file_actions_addopen(&actions, target, path, O_RDONLY, 0)
             case .descriptor(let fd):
                 posix_spawn_file_actions_adddup2(&actions, fd, target)
             }

@@ -120,6 +120,14 @@ final class ClientCore: @unchecked Sendable {
         try MQTTError.check(
             mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: max(1, config.maxInflight))),
             "mosquitto_int_option", context: "send maximum \(config.maxInflight)")
+        // How many QoS 1/2 messages the broker may have in flight towards us. libmosquitto's
+        // default of 20 is small for a service catching up, and mosquitto 2.0 miscounts inbound
+        // QoS 2 flows against it under load, which makes libmosquitto drop the connection.
+        if isV5 {
+            try MQTTError.check(
+                mosquitto_int_option(handle, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(clamping: max(1, config.receiveMaximum))),
+                "mosquitto_int_option", context: "receive maximum \(config.receiveMaximum)")
+        }
         // Events are small and latency matters more than packing packets.
         try MQTTError.check(mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option")
         if config.username != nil || config.password != nil {

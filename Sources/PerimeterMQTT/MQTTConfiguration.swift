@@ -92,6 +92,8 @@ public struct MQTTConfiguration: Sendable, Hashable {
     public var inboundBufferSize: Int
     /// QoS ≥ 1 messages in flight before further publishes wait in libmosquitto's queue.
     public var maxInflight: Int
+    /// QoS ≥ 1 messages the broker may have in flight towards this client (MQTT 5).
+    public var receiveMaximum: Int = 1000
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String, keepAlive: Int = 30,

@@ -91,5 +91,6 @@ public final class ChildProcess: Sendable {
 
 public struct ChildFailure: Error, CustomStringConvertible {
     public var message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }

@@ -1,1 +1,4 @@
-print("perimeter")
+import Foundation
+import PerimeterCLI
+
+exit(await Perimeter.main())

@@ -29,6 +29,31 @@ struct MQTTClientTests {
         #expect(subscriber.state == .closed)
     }
 
+    @Test("regression: a pipelined QoS 2 burst arrives whole without the subscriber being disconnected")
+    func qos2BurstKeepsTheConnection() async throws {
+        // With libmosquitto's default receive maximum (20), mosquitto 2.0 overran it with
+        // inbound QoS 2 flows and libmosquitto dropped the connection, losing messages.
+        let broker = try await TestBroker.start()
+        defer { broker.kill() }
+        let subscriber = try await broker.connectedClient("sub")
+        let publisher = try await broker.connectedClient("pub")
+        try await subscriber.subscribe("t/burst", qos: .exactlyOnce)
+        let states = subscriber.connectionStates()
+        let count = 2000
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<count {
+                group.addTask { try await publisher.publish("t/burst", "\(index)", qos: .exactlyOnce) }
+            }
+            try await group.waitForAll()
+        }
+        let received = try await nextMessages(subscriber, count: count, timeout: .seconds(30))
+        #expect(received.count == count)
+        #expect(Set(received.map(\.payloadString)).count == count)
+        var iterator = states.makeAsyncIterator()
+        #expect(await iterator.next()?.isConnected == true, "still on its first connection")
+        #expect(broker.log.components(separatedBy: "as sub-").count == 2, "connected exactly once")
+    }
+
     @Test("retained messages reach later subscribers; an empty retained payload deletes")
     func retained() async throws {
         let broker = try await TestBroker.start()
@@ -273,5 +298,76 @@ struct MQTTClientTests {
     ])
     func topicMatching(filter: String, topic: String, matches: Bool) {
         #expect(MQTTTopic.matches(filter: filter, topic: topic) == matches)
+    }
+}
+
+/// TLS against a real mosquitto listener, with certificates made by `openssl` for the test.
+@Suite("MQTT over TLS")
+struct MQTTTLSTests {
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, in a fresh directory.
+    static func makeCertificates() throws -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try "subjectAltName=IP:127.0.0.1\n".write(to: directory.appendingPathComponent("san.ext"), atomically: true, encoding: .utf8)
+        let script = """
+            set -e
+            openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj /CN=perimeter-test-ca -days 2
+            openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1
+            openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile san.ext
+            openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=perimeter-test-client
+            openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2
+            """
+        let child = try Subprocess.spawn("/bin/sh", ["-c", "cd '\(directory.path)' && \(script)"], stdout: .null, stderr: .null)
+        let termination = child.waitBlocking()
+        guard termination == .exited(0) else {
+            throw ChildFailure(message: "openssl failed (\(termination)); install it with: apt-get install -y openssl")
+        }
+        return directory
+    }
+
+    @Test("a client with a CA file and a client certificate talks to a TLS listener that requires one")
+    func mutualTLS() async throws {
+        let certificates = try Self.makeCertificates()
+        let tlsPort = try MosquittoBroker.freeLoopbackPort()
+        let broker = try await TestBroker.start(extraConfiguration: [
+            "listener \(tlsPort) 127.0.0.1",
+            "cafile \(certificates.path)/ca.crt",
+            "certfile \(certificates.path)/server.crt",
+            "keyfile \(certificates.path)/server.key",
+            "require_certificate true",
+        ])
+        defer { broker.kill() }
+        var configuration = broker.clientConfiguration("tls")
+        configuration.port = tlsPort
+        configuration.tls = MQTTConfiguration.TLS(
+            caFile: "\(certificates.path)/ca.crt", certificateFile: "\(certificates.path)/client.crt",
+            keyFile: "\(certificates.path)/client.key")
+        let client = try MQTTClient(configuration)
+        try await client.connect(timeout: .seconds(10))
+        try await client.subscribe("t/tls")
+        try await client.publish("t/tls", "secret", qos: .atLeastOnce)
+        #expect(try await nextMessages(client, count: 1)[0].payloadString == "secret")
+        await client.disconnect()
+
+        // Without a client certificate the listener refuses the handshake.
+        var anonymous = configuration
+        anonymous.clientID += "-anon"
+        anonymous.tls = MQTTConfiguration.TLS(caFile: "\(certificates.path)/ca.crt")
+        let refused = try MQTTClient(anonymous)
+        await #expect(throws: MQTTError.self) { try await refused.connect(timeout: .seconds(2)) }
+        await refused.disconnect()
+    }
+
+    @Test("an unreadable CA file is refused up front, naming it")
+    func missingCAFile() throws {
+        var configuration = MQTTConfiguration(clientID: "x")
+        configuration.tls = MQTTConfiguration.TLS(caFile: "/nonexistent/ca.crt")
+        do {
+            _ = try MQTTClient(configuration)
+            Issue.record("a missing CA file was accepted")
+        } catch {
+            #expect(error.description.contains("mosquitto_tls_set"))
+            #expect(error.description.contains("/nonexistent/ca.crt"))
+        }
     }
 }

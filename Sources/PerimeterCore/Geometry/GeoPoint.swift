@@ -71,6 +71,11 @@ public struct BoundingBox: Sendable, Hashable, CustomStringConvertible {
         minLon <= other.maxLon && other.minLon <= maxLon && minLat <= other.maxLat && other.minLat <= maxLat
     }
 
+    /// The box moved east by `lon` degrees.
+    public func shifted(lon: Double) -> BoundingBox {
+        BoundingBox(minLon: minLon + lon, minLat: minLat, maxLon: maxLon + lon, maxLat: maxLat)
+    }
+
     public var width: Double { maxLon - minLon }
     public var height: Double { maxLat - minLat }
 

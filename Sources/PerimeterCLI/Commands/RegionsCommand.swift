@@ -1,0 +1,66 @@
+import Foundation
+import PerimeterCore
+
+/// `perimeter regions …`: check and convert region files.
+struct RegionsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "regions", abstract: "Validate and export region files (GeoJSON).",
+        subcommands: [RegionsValidateCommand.self, RegionsExportCommand.self])
+}
+
+/// `perimeter regions validate FILE`: every problem, each naming the region and the place.
+struct RegionsValidateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate", abstract: "Check a GeoJSON region file and print every problem.",
+        discussion: """
+            Prints one line per problem (unclosed or short rings, self-intersections with the
+            vertex, holes outside their shell, coordinates out of range, bad radii, duplicate
+            ids, unsupported geometries, wrongly typed properties) and exits 1 if there is any.
+            With no problem it prints a summary and exits 0.
+            """)
+
+    @Argument(help: "GeoJSON FeatureCollection or Feature ('-' for standard input).", valueName: "file")
+    var file: String
+
+    func run() async throws {
+        let document = try InputFiles.regions(file)
+        for problem in document.problems { print("\(file): \(problem)") }
+        if !document.problems.isEmpty {
+            throw ExitCode(1, "\(file): \(document.problems.count) problem(s)")
+        }
+        var circles = 0
+        var polygons = 0
+        var beacons = 0
+        var vertices = 0
+        for region in document.regions {
+            switch region.shape {
+            case .circle: circles += 1
+            case .polygons(let parts):
+                polygons += 1
+                vertices += parts.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } }
+            case .beacon: beacons += 1
+            }
+        }
+        print(
+            "\(file): \(document.regions.count) regions valid (\(polygons) polygonal with \(vertices) positions, "
+                + "\(circles) circles, \(beacons) beacon regions)")
+    }
+}
+
+/// `perimeter regions export FILE`: the regions as Perimeter reads them, as GeoJSON.
+struct RegionsExportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export", abstract: "Read a region file and write it back as one FeatureCollection.",
+        discussion: "Round-trips losslessly: ids, geometry types, coordinates and properties are kept.")
+
+    @Argument(help: "GeoJSON FeatureCollection or Feature ('-' for standard input).", valueName: "file")
+    var file: String
+
+    @Flag(help: "Write the valid regions even when others have problems.")
+    var skipInvalid: Bool
+
+    func run() async throws {
+        let regions = try InputFiles.usableRegions(file, skipInvalid: skipInvalid)
+        print(RegionExporter.featureCollection(regions).serialized())
+    }
+}

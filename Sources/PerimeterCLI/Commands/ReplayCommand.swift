@@ -1,0 +1,145 @@
+import Foundation
+import PerimeterCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `perimeter replay --regions FILE TRACK`: the events the evaluator would publish.
+struct ReplayCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay", abstract: "Dry-run a recorded track through the geofence state machine.",
+        discussion: """
+            TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header) or JSON lines of
+            obs/{agent}/gps observations. Prints, as JSON lines, each event the evaluator
+            would publish for that subject, with its topic: enter, exit, dwell and state.
+            Rejected fixes are reported on standard error with where they are. A progress bar
+            is drawn on standard error when it is a terminal.
+            """)
+
+    @Option(help: "GeoJSON FeatureCollection of regions.", valueName: "file")
+    var regions: String
+
+    @Argument(help: "Track file (GPX, CSV or JSON lines); '-' for standard input.", valueName: "track")
+    var track: String
+
+    @Option(help: "Subject id for the track (default: the file's base name).", valueName: "id")
+    var subject: String?
+
+    @Option(help: "Venue name, used in topics and event ids.", valueName: "name")
+    var venue: String = "replay"
+
+    @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl")
+    var format: TrackReader.Format?
+
+    @Option(help: "Accuracy in metres for fixes that carry none.", valueName: "m")
+    var accuracy: Double?
+
+    @Option(help: "Seconds between points of a GPX track without times.", valueName: "s")
+    var interval: Double?
+
+    @Option(help: "Hysteresis factor: inside when d <= -acc*k-in.", valueName: "k")
+    var kIn: Double = 1
+
+    @Option(help: "Hysteresis factor: outside when d >= acc*k-out + exitBuffer.", valueName: "k")
+    var kOut: Double = 1
+
+    @Option(help: "Seconds without a fix before states become unknown.", valueName: "s")
+    var staleAfter: Double = 300
+
+    @Option(help: "IANA time zone for region schedules.", valueName: "zone")
+    var timeZone: String = "UTC"
+
+    @Flag(help: "Use the valid regions even when others have problems.")
+    var skipInvalid: Bool
+
+    mutating func validate() throws {
+        if accuracy.map({ $0 < 0 }) == true { throw ValidationError("--accuracy must not be negative") }
+        if interval.map({ $0 <= 0 }) == true { throw ValidationError("--interval must be positive") }
+        if kIn < 0 || kOut < 0 { throw ValidationError("--k-in and --k-out must not be negative") }
+        if staleAfter <= 0 { throw ValidationError("--stale-after must be positive") }
+        if TimeZone(identifier: timeZone) == nil { throw ValidationError("--time-zone: unknown time zone '\(timeZone)'") }
+    }
+
+    func run() async throws {
+        let loaded = try InputFiles.usableRegions(regions, skipInvalid: skipInvalid)
+        let data = try InputFiles.read(track)
+        let subjectID = subject ?? (track == "-" ? "subject" : URL(fileURLWithPath: track).deletingPathExtension().lastPathComponent)
+        let reader = TrackReader(subject: subjectID, defaultAccuracy: accuracy, interval: interval)
+        let records = try reader.read(data, format: format ?? TrackReader.guessFormat(path: track, data: data), name: track)
+        let parameters = GeofenceParameters(
+            venue: venue, kIn: kIn, kOut: kOut, staleAfter: staleAfter, timeZone: TimeZone(identifier: timeZone)!)
+        var engine = GeofenceEngine(regions: loaded, parameters: parameters)
+        let topics = Topics(venue: venue)
+        var output = LineWriter()
+        var progress = ProgressBar(total: records.count)
+        var rejected = 0
+        var lastTime: Date?
+        for (number, record) in records.enumerated() {
+            progress.update(number + 1)
+            switch record.fix {
+            case .failure(let error):
+                progress.clear()
+                Output.error("\(record.location): skipped: \(error)")
+                rejected += 1
+            case .success(let fix):
+                switch engine.process(fix) {
+                case .success(let events):
+                    for event in events { output.write(Self.line(event, topics: topics)) }
+                    lastTime = fix.t
+                case .failure(let rejection):
+                    progress.clear()
+                    Output.error("\(record.location): rejected: \(rejection)")
+                    rejected += 1
+                }
+            }
+        }
+        // Confirm what the track's own time already decided (pending delays, dwell), nothing beyond.
+        if let lastTime {
+            for event in engine.advance(to: lastTime) { output.write(Self.line(event, topics: topics)) }
+        }
+        output.flush()
+        progress.finish()
+        if rejected > 0 { Output.error("\(track): \(rejected) of \(records.count) record(s) skipped or rejected") }
+    }
+
+    static func line(_ event: RegionEvent, topics: Topics) -> String {
+        var object = JSONObject()
+        object["topic"] = .string(topics.topic(for: event))
+        if case .object(let payload) = event.payload {
+            if event.kind == .state { object["event"] = "state" }
+            for (key, value) in payload { object[key] = value }
+        }
+        return JSONValue.object(object).serialized()
+    }
+}
+
+/// A one-line progress bar on standard error, drawn only when it is a terminal.
+struct ProgressBar {
+    let total: Int
+    let enabled = isatty(2) == 1
+    private var shown = -1
+
+    init(total: Int) { self.total = total }
+
+    mutating func update(_ done: Int) {
+        guard enabled, total > 0 else { return }
+        let percent = done * 100 / total
+        guard percent != shown else { return }
+        shown = percent
+        let width = 30
+        let filled = width * done / total
+        let bar = String(repeating: "=", count: filled) + String(repeating: " ", count: width - filled)
+        FileHandle.standardError.write(Data("\r[\(bar)] \(percent)% \(done)/\(total)".utf8))
+    }
+
+    mutating func clear() {
+        guard enabled, shown >= 0 else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        shown = -1
+    }
+
+    mutating func finish() {
+        clear()
+    }
+}

@@ -1,0 +1,33 @@
+/// `perimeter`: the operator's command and every service's entry point.
+public struct Perimeter: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "perimeter",
+        abstract: "MQTT-native geofences and beacons for venues.",
+        discussion: """
+            Run 'perimeter up' for the embedded demo: a private Mosquitto on loopback, the
+            services and a sample venue. Every other command works offline on files or
+            against a broker you name.
+            """,
+        subcommands: [
+            VersionCommand.self, UpCommand.self, RegionsCommand.self, LocateCommand.self, ReplayCommand.self,
+            BenchCommand.self,
+        ])
+
+    public init() {}
+
+    /// Runs `perimeter` with the process's arguments; returns the exit status.
+    public static func main(arguments: [String] = Array(CommandLine.arguments.dropFirst())) async -> Int32 {
+        await CommandRunner.main(Perimeter.self, arguments: arguments)
+    }
+}
+
+/// `perimeter version`.
+struct VersionCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "version", abstract: "Print the version.")
+
+    static let version = "0.1.0"
+
+    func run() async throws {
+        print("perimeter \(Self.version)")
+    }
+}

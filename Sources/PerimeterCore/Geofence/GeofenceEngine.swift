@@ -1,0 +1,443 @@
+import Foundation
+
+/// Tunables of the geofence state machine (DESIGN.md §3), per venue.
+public struct GeofenceParameters: Sendable, Hashable {
+    /// Venue name, part of every event id.
+    public var venue: String
+    /// A fix is inside when `d ≤ −accuracy·kIn`.
+    public var kIn: Double
+    /// A fix is outside when `d ≥ accuracy·kOut + exitBuffer`.
+    public var kOut: Double
+    /// With no fix for this long, a subject's states become `unknown`.
+    public var staleAfter: TimeInterval
+    /// Reject fixes that carry no accuracy (else they count as exact).
+    public var requireAccuracy: Bool
+    /// Two fixes further apart than this are not joined into a segment for crossing detection.
+    public var crossingMaxGap: TimeInterval
+    /// A subject's state for a region is first determined (and published) when a fix comes
+    /// within this many metres (plus its accuracy) of the region; farther regions are simply
+    /// not near, and get no state.
+    public var neighbourhood: Double
+    /// The venue's time zone, for region schedules.
+    public var timeZone: TimeZone
+
+    public init(
+        venue: String = "default", kIn: Double = 1, kOut: Double = 1, staleAfter: TimeInterval = 300,
+        requireAccuracy: Bool = false, crossingMaxGap: TimeInterval = 900, neighbourhood: Double = 50,
+        timeZone: TimeZone = TimeZone(identifier: "UTC")!
+    ) {
+        self.neighbourhood = neighbourhood
+        self.venue = venue
+        self.kIn = kIn
+        self.kOut = kOut
+        self.staleAfter = staleAfter
+        self.requireAccuracy = requireAccuracy
+        self.crossingMaxGap = crossingMaxGap
+        self.timeZone = timeZone
+    }
+}
+
+/// The per-(subject, region) state machine over a venue's geographic regions.
+///
+/// Pure: no I/O and no clock. Time comes from the fixes and from ``advance(to:)``, so the same
+/// fixes and ticks always give the same events with the same ids, in event-time order for
+/// each subject.
+///
+/// - A fix is *inside* a region when its signed distance `d ≤ −acc·kIn`, *outside* when
+///   `d ≥ acc·kOut + exitBuffer`, otherwise ambiguous: the state does not change.
+/// - A change is confirmed after the region's `enterDelay` / `exitDelay` (at the moment the
+///   delay runs out); a contrary fix before then cancels it.
+/// - `enter` fires when the subject is confirmed inside and was last known outside (or was
+///   never known); `exit` only when it was last known inside: going stale is not an exit, and
+///   coming back in after a stale spell is the same stay.
+/// - Two fixes both outside whose segment runs through a region give an interpolated enter
+///   and exit (a sparse tracker crossing a small fence).
+/// - `dwell` fires once per stay, `dwellAfter` seconds after entering.
+public struct GeofenceEngine: Sendable {
+    public let parameters: GeofenceParameters
+    public private(set) var index: GeofenceIndex
+    private var subjects: [String: Track] = [:]
+    /// The largest `exitBuffer` of any region, so candidate searches reach far enough.
+    private var maxExitBuffer: Double
+    private let calendar: Calendar
+
+    /// A subject's history as far as the state machine needs it.
+    struct Track: Sendable {
+        var lastFix: Fix?
+        var lastTime: Date?
+        /// The latest event time published for the subject (interpolated events never go before it).
+        var lastEmitted: Date?
+        var stale = false
+        var memberships: [String: Membership] = [:]
+    }
+
+    /// One (subject, region) state machine.
+    struct Membership: Sendable {
+        var state: MembershipState = .unknown
+        /// The last confirmed inside/outside, kept through unknown spells.
+        var lastKnown: MembershipState?
+        /// A change waiting out its delay, with the fix that started it.
+        var pending: (state: MembershipState, since: Date, fix: Fix?)?
+        /// Start of the current stay (kept through unknown spells).
+        var enteredAt: Date?
+        /// When the state last became inside (a dwell is never dated before it).
+        var insideSince: Date?
+        var dwellFired = false
+        var seq = 0
+    }
+
+    public init(regions: [Region], parameters: GeofenceParameters = GeofenceParameters()) {
+        self.parameters = parameters
+        index = GeofenceIndex(regions.filter(\.isGeographic))
+        maxExitBuffer = regions.reduce(0) { max($0, $1.exitBuffer) }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = parameters.timeZone
+        self.calendar = calendar
+    }
+
+    /// The confirmed state of `subject` for `region` (`unknown` when never evaluated).
+    public func state(subject: String, region: String) -> MembershipState {
+        subjects[subject]?.memberships[region]?.state ?? .unknown
+    }
+
+    /// Subjects the engine has seen.
+    public var subjectCount: Int { subjects.count }
+
+    // MARK: - Fixes
+
+    /// Checks a fix without using it.
+    public func validate(_ fix: Fix) -> FixRejection? {
+        let point = fix.position
+        if fix.subject.isEmpty { return .emptySubject }
+        if !point.lat.isFinite || !point.lon.isFinite { return .notFinite(latitude: point.lat, longitude: point.lon) }
+        if abs(point.lat) > 90 { return .latitudeOutOfRange(point.lat) }
+        if abs(point.lon) > 180 { return .longitudeOutOfRange(point.lon) }
+        if let accuracy = fix.accuracy {
+            if !accuracy.isFinite { return .accuracyNotFinite }
+            if accuracy < 0 { return .negativeAccuracy(accuracy) }
+        } else if parameters.requireAccuracy {
+            return .accuracyRequired
+        }
+        if let last = subjects[fix.subject]?.lastTime, fix.t < last { return .outOfOrder(t: fix.t, last: last) }
+        return nil
+    }
+
+    /// Runs one fix through every region it could affect.
+    /// - Returns: the events, in event-time order, or why the fix was rejected (nothing changes then).
+    public mutating func process(_ fix: Fix) -> Result<[RegionEvent], FixRejection> {
+        if let rejection = validate(fix) { return .failure(rejection) }
+        var events = advance(subject: fix.subject, to: fix.t)
+        var track = subjects[fix.subject] ?? Track()
+        let accuracy = fix.accuracy ?? 0
+        let margin = accuracy * max(parameters.kIn, parameters.kOut)
+
+        // Regions the fix may be inside or near, and every region the subject has a state for.
+        var candidates: [String: PreparedRegion] = [:]
+        for region in index.regions(near: fix.position, meters: margin + maxExitBuffer + parameters.neighbourhood) {
+            candidates[region.id] = region
+        }
+        for id in track.memberships.keys where candidates[id] == nil {
+            if let region = index[id] { candidates[id] = region }
+        }
+        // Regions a straight line from the previous fix could have run through.
+        var segmentRegions: Set<String> = []
+        if let previous = track.lastFix, fix.t.timeIntervalSince(previous.t) <= parameters.crossingMaxGap,
+            previous.position != fix.position
+        {
+            for region in index.regions(alongSegment: previous.position, fix.position) where candidates[region.id] == nil {
+                candidates[region.id] = region
+                segmentRegions.insert(region.id)
+            }
+        }
+
+        for id in candidates.keys.sorted() {
+            let region = candidates[id]!
+            var membership = track.memberships[id] ?? Membership()
+            let isNew = track.memberships[id] == nil
+            if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {
+                if membership.state != .unmonitored {
+                    events += setUnmonitored(&membership, region: id, subject: fix.subject, at: fix.t, reason: "schedule")
+                    track.memberships[id] = membership
+                }
+                continue
+            }
+            if membership.state == .unmonitored {
+                membership.state = .unknown
+                events.append(stateEvent(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
+            }
+            // Only on the line from the last fix, far from the fix itself: a crossing or nothing.
+            let onlyOnSegment = segmentRegions.contains(id)
+            let classification: MembershipState? =
+                onlyOnSegment ? .outside : classify(fix, accuracy: accuracy, in: region)
+            var crossed: [RegionEvent] = []
+            if classification == .outside, membership.state == .outside || isNew, membership.pending == nil,
+                let previous = track.lastFix
+            {
+                crossed = crossing(
+                    from: previous, to: fix, region: region, notBefore: track.lastEmitted, membership: &membership)
+                events += crossed
+            }
+            if onlyOnSegment && crossed.isEmpty { continue }
+            if let classification {
+                events += observe(classification, at: fix.t, fix: fix, region: region.region, membership: &membership)
+            }
+            // Keep far-away regions out of the subject's table until they matter.
+            if !isNew || membership.state != .unknown || membership.pending != nil {
+                track.memberships[id] = membership
+            }
+        }
+        track.lastFix = fix
+        track.lastTime = fix.t
+        track.stale = false
+        let sorted = events.sortedForPublishing()
+        if let last = sorted.last { track.lastEmitted = max(track.lastEmitted ?? last.t, last.t) }
+        subjects[fix.subject] = track
+        return .success(sorted)
+    }
+
+    /// inside / outside / nil (ambiguous, or not judged) for one fix and region.
+    private func classify(_ fix: Fix, accuracy: Double, in region: PreparedRegion) -> MembershipState? {
+        if let required = region.region.minAccuracy {
+            guard let reported = fix.accuracy, reported <= required else { return nil }
+        }
+        if let floor = fix.floor, let regionFloor = region.region.floor, floor != regionFloor { return .outside }
+        let inside = accuracy * parameters.kIn
+        let outside = accuracy * parameters.kOut + region.region.exitBuffer
+        let distance = region.signedDistance(fix.position, limit: max(inside, outside) + 1)
+        if distance <= -inside { return .inside }
+        if distance >= outside { return .outside }
+        return nil
+    }
+
+    /// Applies one decisive observation to a membership.
+    private func observe(
+        _ target: MembershipState, at t: Date, fix: Fix?, region: Region, membership: inout Membership
+    ) -> [RegionEvent] {
+        if membership.state == target {
+            membership.pending = nil
+            return []
+        }
+        let delay = target == .inside ? region.enterDelay : region.exitDelay
+        if delay <= 0 {
+            return confirm(target, at: t, fix: fix, region: region, subject: fix?.subject ?? "", membership: &membership)
+        }
+        if let pending = membership.pending, pending.state == target {
+            guard t.timeIntervalSince(pending.since) >= delay else { return [] }
+            return confirm(
+                target, at: pending.since.addingTimeInterval(delay), fix: pending.fix ?? fix, region: region,
+                subject: fix?.subject ?? "", membership: &membership)
+        }
+        membership.pending = (target, t, fix)
+        return []
+    }
+
+    /// Makes `target` the confirmed state and emits what that means.
+    private func confirm(
+        _ target: MembershipState, at t: Date, fix: Fix?, region: Region, subject: String, membership: inout Membership,
+        interpolated: Bool = false
+    ) -> [RegionEvent] {
+        var events = [stateEvent(region: region.id, subject: subject, state: target, at: t, reason: interpolated ? "crossing" : nil)]
+        let lastKnown = membership.lastKnown
+        membership.state = target
+        membership.pending = nil
+        membership.lastKnown = target
+        let source = fix?.source ?? "gps"
+        if target == .inside {
+            membership.insideSince = t
+            if lastKnown != .inside {
+                membership.enteredAt = t
+                membership.dwellFired = false
+                if region.notifyOnEntry {
+                    events.append(
+                        transition(.enter, region: region.id, subject: subject, at: t, fix: fix, source: source,
+                            interpolated: interpolated, membership: &membership))
+                }
+            }
+            events += dwellIfDue(region: region, subject: subject, now: t, membership: &membership)
+        } else if target == .outside {
+            if lastKnown == .inside && region.notifyOnExit {
+                events.append(
+                    transition(.exit, region: region.id, subject: subject, at: t, fix: fix, source: source,
+                        interpolated: interpolated, membership: &membership))
+            }
+            membership.enteredAt = nil
+            membership.insideSince = nil
+        }
+        return events
+    }
+
+    private func transition(
+        _ kind: RegionEvent.Kind, region: String, subject: String, at t: Date, fix: Fix?, source: String,
+        interpolated: Bool, membership: inout Membership
+    ) -> RegionEvent {
+        membership.seq += 1
+        return RegionEvent(
+            kind: kind, region: region, subject: subject, t: t, seq: membership.seq,
+            id: RegionEvent.makeID(venue: parameters.venue, region: region, subject: subject, kind: kind, seq: membership.seq),
+            source: source, fix: fix, interpolated: interpolated)
+    }
+
+    private func stateEvent(region: String, subject: String, state: MembershipState, at t: Date, reason: String?) -> RegionEvent {
+        RegionEvent(kind: .state, region: region, subject: subject, t: t, state: state, reason: reason)
+    }
+
+    private func dwellIfDue(region: Region, subject: String, now: Date, membership: inout Membership) -> [RegionEvent] {
+        guard let dwellAfter = region.dwellAfter, membership.state == .inside, !membership.dwellFired,
+            let enteredAt = membership.enteredAt
+        else { return [] }
+        let due = max(enteredAt.addingTimeInterval(dwellAfter), membership.insideSince ?? enteredAt)
+        guard due <= now else { return [] }
+        membership.dwellFired = true
+        return [
+            transition(
+                .dwell, region: region.id, subject: subject, at: due, fix: nil, source: "timer", interpolated: false,
+                membership: &membership)
+        ]
+    }
+
+    /// The enter/exit pair for a straight run through `region` between two outside fixes.
+    private func crossing(
+        from previous: Fix, to fix: Fix, region: PreparedRegion, notBefore: Date?, membership: inout Membership
+    ) -> [RegionEvent] {
+        let gap = fix.t.timeIntervalSince(previous.t)
+        guard gap <= parameters.crossingMaxGap, gap > 0, let span = region.crossing(from: previous.position, to: fix.position)
+        else { return [] }
+        // The stretch between entry and exit must lie inside by the fixes' accuracy, not graze the edge.
+        let middleFraction = (span.enter + span.exit) / 2
+        let end = PreparedPolygon.nearestCopy(of: fix.position, to: previous.position)
+        var middle = GeoPoint(
+            lon: previous.position.lon + (end.lon - previous.position.lon) * middleFraction,
+            lat: previous.position.lat + (end.lat - previous.position.lat) * middleFraction)
+        if middle.lon > 180 { middle.lon -= 360 }
+        if middle.lon < -180 { middle.lon += 360 }
+        let accuracy = max(previous.accuracy ?? 0, fix.accuracy ?? 0)
+        guard region.signedDistance(middle, limit: accuracy * parameters.kIn + 1) <= -accuracy * parameters.kIn
+        else { return [] }
+        // Events already published for the subject (by a tick) may be later than the
+        // interpolated times; keep the subject's events in order.
+        let floor = notBefore ?? previous.t
+        let enterTime = max(previous.t.addingTimeInterval(gap * span.enter), floor)
+        let exitTime = max(previous.t.addingTimeInterval(gap * span.exit), floor)
+        // A stay shorter than the enter delay would not have been confirmed.
+        guard exitTime.timeIntervalSince(enterTime) >= region.region.enterDelay else { return [] }
+        var events = confirm(
+            .inside, at: enterTime, fix: nil, region: region.region, subject: fix.subject, membership: &membership,
+            interpolated: true)
+        events += dwellIfDue(region: region.region, subject: fix.subject, now: exitTime, membership: &membership)
+        events += confirm(
+            .outside, at: exitTime, fix: nil, region: region.region, subject: fix.subject, membership: &membership,
+            interpolated: true)
+        return events.map { event in
+            var event = event
+            event.source = fix.source
+            return event
+        }
+    }
+
+    private func setUnmonitored(
+        _ membership: inout Membership, region: String, subject: String, at t: Date, reason: String
+    ) -> [RegionEvent] {
+        membership.state = .unmonitored
+        membership.pending = nil
+        return [stateEvent(region: region, subject: subject, state: .unmonitored, at: t, reason: reason)]
+    }
+
+    // MARK: - Time
+
+    /// Confirms delayed transitions and dwells that fall due by `now`, moves subjects without a
+    /// fix for `staleAfter` to `unknown`, and applies region schedules. Call it periodically
+    /// (services) or before each fix (replay does, through ``process(_:)``).
+    public mutating func advance(to now: Date) -> [RegionEvent] {
+        var events: [RegionEvent] = []
+        for subject in subjects.keys.sorted() {
+            events += advance(subject: subject, to: now)
+        }
+        return events
+    }
+
+    private mutating func advance(subject: String, to now: Date) -> [RegionEvent] {
+        guard var track = subjects[subject] else { return [] }
+        var events: [RegionEvent] = []
+        let staleAt = track.lastTime.map { $0.addingTimeInterval(parameters.staleAfter) }
+        let horizon = staleAt.map { min($0, now) } ?? now
+        for id in track.memberships.keys.sorted() {
+            guard var membership = track.memberships[id], let region = index[id]?.region else { continue }
+            if let pending = membership.pending {
+                let delay = pending.state == .inside ? region.enterDelay : region.exitDelay
+                let due = pending.since.addingTimeInterval(delay)
+                if due <= horizon {
+                    events += confirm(
+                        pending.state, at: due, fix: pending.fix, region: region, subject: subject, membership: &membership)
+                }
+            }
+            events += dwellIfDue(region: region, subject: subject, now: horizon, membership: &membership)
+            if let schedule = region.schedule, membership.state != .unmonitored,
+                !schedule.isActive(at: now, calendar: calendar)
+            {
+                events += setUnmonitored(&membership, region: id, subject: subject, at: now, reason: "schedule")
+            }
+            track.memberships[id] = membership
+        }
+        if let staleAt, staleAt <= now, !track.stale {
+            track.stale = true
+            events += makeUnknown(&track, subject: subject, at: staleAt, reason: "stale")
+        }
+        let sorted = events.sortedForPublishing()
+        if let last = sorted.last { track.lastEmitted = max(track.lastEmitted ?? last.t, last.t) }
+        subjects[subject] = track
+        return sorted
+    }
+
+    private func makeUnknown(_ track: inout Track, subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        var events: [RegionEvent] = []
+        for id in track.memberships.keys.sorted() {
+            guard var membership = track.memberships[id], membership.state == .inside || membership.state == .outside
+            else { continue }
+            membership.state = .unknown
+            membership.pending = nil
+            track.memberships[id] = membership
+            events.append(stateEvent(region: id, subject: subject, state: .unknown, at: t, reason: reason))
+        }
+        return events
+    }
+
+    /// Moves every state of `subject` to unknown (e.g. its agent's last will said it went
+    /// offline). No exit is invented; the next fix decides.
+    public mutating func markUnknown(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        guard var track = subjects[subject] else { return [] }
+        let events = makeUnknown(&track, subject: subject, at: t, reason: reason)
+        subjects[subject] = track
+        return events
+    }
+
+    // MARK: - Regions
+
+    /// Adds or replaces a region. States for it are kept; the next fix re-evaluates them.
+    public mutating func upsert(_ region: Region) {
+        guard region.isGeographic else { return }
+        index.upsert(region)
+        maxExitBuffer = max(maxExitBuffer, region.exitBuffer)
+    }
+
+    /// Removes a region; every subject with a state for it gets `unmonitored`.
+    public mutating func remove(regionID: String, at t: Date) -> [RegionEvent] {
+        guard index.remove(id: regionID) else { return [] }
+        var events: [RegionEvent] = []
+        for subject in subjects.keys.sorted() {
+            guard subjects[subject]?.memberships.removeValue(forKey: regionID) != nil else { continue }
+            events.append(stateEvent(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
+        }
+        return events
+    }
+}
+
+extension Array where Element == RegionEvent {
+    /// Event-time order; at equal times a region's state comes before its transition, and
+    /// regions follow each other by id, so the order is deterministic.
+    func sortedForPublishing() -> [RegionEvent] {
+        enumerated().sorted { left, right in
+            if left.element.t != right.element.t { return left.element.t < right.element.t }
+            return left.offset < right.offset
+        }.map(\.element)
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+
+/// Where a subject stands with respect to a region.
+public enum MembershipState: String, Sendable, Hashable, CaseIterable {
+    /// No evidence yet, or the evidence went stale (never assumed to be outside).
+    case unknown
+    case inside
+    case outside
+    /// The region is not being monitored (outside its schedule, or removed).
+    case unmonitored
+}
+
+/// Something the evaluator publishes: a transition (`enter`, `exit`, `dwell`) or a state change.
+public struct RegionEvent: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case enter, exit, dwell, state
+    }
+
+    public var kind: Kind
+    public var region: String
+    public var subject: String
+    /// Event time: when the transition happened by the evidence (a delayed enter is confirmed
+    /// at the moment the delay ran out; a crossing at the interpolated boundary time).
+    public var t: Date
+    /// Per (subject, region) count of transitions published, starting at 1; 0 for state events.
+    public var seq: Int
+    /// Deterministic id of a transition (empty for state events): the same inputs always give
+    /// the same id, so replicas and restarts make duplicates that consumers can drop.
+    public var id: String
+    /// For state events: the new state.
+    public var state: MembershipState?
+    /// For state events: why (`stale`, `schedule`, `regionRemoved`, `agentOffline` …).
+    public var reason: String?
+    public var source: String
+    /// The fix behind the event, when there is one.
+    public var fix: Fix?
+    /// True for the enter/exit pair inferred between two sparse fixes.
+    public var interpolated: Bool
+
+    public init(
+        kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "", state: MembershipState? = nil,
+        reason: String? = nil, source: String = "gps", fix: Fix? = nil, interpolated: Bool = false
+    ) {
+        self.kind = kind
+        self.region = region
+        self.subject = subject
+        self.t = t
+        self.seq = seq
+        self.id = id
+        self.state = state
+        self.reason = reason
+        self.source = source
+        self.fix = fix
+        self.interpolated = interpolated
+    }
+
+    /// The id of transition number `seq` of `kind` for (venue, region, subject).
+    public static func makeID(venue: String, region: String, subject: String, kind: Kind, seq: Int) -> String {
+        var hasher = SHA256()
+        for part in [venue, region, subject, kind.rawValue, String(seq)] {
+            hasher.update(part)
+            hasher.update([0])
+        }
+        return SHA256.hex(Array(hasher.finalize().prefix(16)))
+    }
+
+    /// The event as the JSON payload of its topic (DESIGN.md §4).
+    public var payload: JSONValue {
+        var object = JSONObject()
+        if kind == .state {
+            object["state"] = .string(state?.rawValue ?? "unknown")
+            object["region"] = .string(region)
+            object["subject"] = .string(subject)
+            object["t"] = .string(Timestamp.format(t))
+            if let reason { object["reason"] = .string(reason) }
+            return .object(object)
+        }
+        object["id"] = .string(id)
+        object["event"] = .string(kind.rawValue)
+        object["region"] = .string(region)
+        object["subject"] = .string(subject)
+        object["t"] = .string(Timestamp.format(t))
+        object["seq"] = .number(Double(seq))
+        object["source"] = .string(source)
+        if interpolated { object["interpolated"] = true }
+        if let fix {
+            var position = JSONObject()
+            position["t"] = .string(Timestamp.format(fix.t))
+            position["lat"] = .number(fix.position.lat)
+            position["lon"] = .number(fix.position.lon)
+            if let accuracy = fix.accuracy { position["acc"] = .number(accuracy) }
+            if let floor = fix.floor { position["floor"] = .number(Double(floor)) }
+            object["fix"] = .object(position)
+        }
+        return .object(object)
+    }
+}

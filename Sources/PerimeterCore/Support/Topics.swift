@@ -1,0 +1,69 @@
+import Foundation
+
+/// Every MQTT topic Perimeter uses, in one place (topics.md is the contract).
+///
+/// `perimeter/v1/{venue}/…` by default; the prefix is configurable. Ids placed in a topic
+/// level (regions, subjects, agents) are percent-encoded where they hold `/`, `+`, `#` or
+/// `%`, so that a region named `Europe/Paris` stays one level: `…/enter/Europe%2FParis/…`.
+public struct Topics: Sendable, Hashable {
+    public var prefix: String
+    public var venue: String
+
+    public init(prefix: String = "perimeter/v1", venue: String) {
+        self.prefix = prefix
+        self.venue = venue
+    }
+
+    public var root: String { "\(prefix)/\(venue)" }
+    /// Everything of the venue: `perimeter/v1/museum/#`.
+    public var all: String { "\(root)/#" }
+
+    /// An id as one topic level: `/`, `+`, `#` and `%` percent-encoded.
+    public static func level(_ id: String) -> String {
+        guard id.contains(where: { $0 == "/" || $0 == "+" || $0 == "#" || $0 == "%" }) else { return id }
+        var encoded = ""
+        for character in id {
+            switch character {
+            case "/": encoded += "%2F"
+            case "+": encoded += "%2B"
+            case "#": encoded += "%23"
+            case "%": encoded += "%25"
+            default: encoded.append(character)
+            }
+        }
+        return encoded
+    }
+
+    /// The id behind a topic level written by ``level(_:)``.
+    public static func id(fromLevel level: String) -> String {
+        guard level.contains("%") else { return level }
+        return level.replacingOccurrences(of: "%2F", with: "/").replacingOccurrences(of: "%2B", with: "+")
+            .replacingOccurrences(of: "%23", with: "#").replacingOccurrences(of: "%25", with: "%")
+    }
+
+    // Inbound
+    public func gps(agent: String) -> String { "\(root)/obs/\(Self.level(agent))/gps" }
+    public func ble(agent: String) -> String { "\(root)/obs/\(Self.level(agent))/ble" }
+    public var allObservations: String { "\(root)/obs/+/+" }
+    public func agentStatus(_ agent: String) -> String { "\(root)/agents/\(Self.level(agent))/status" }
+    public func region(_ region: String) -> String { "\(root)/regions/\(Self.level(region))" }
+    public var allRegions: String { "\(root)/regions/+" }
+    public func authorization(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/authorization" }
+
+    // Outbound
+    public func event(_ kind: RegionEvent.Kind, region: String, subject: String) -> String {
+        "\(root)/\(kind.rawValue)/\(Self.level(region))/\(Self.level(subject))"
+    }
+    public func state(region: String, subject: String) -> String {
+        "\(root)/state/\(Self.level(region))/\(Self.level(subject))"
+    }
+    public func occupancy(region: String) -> String { "\(root)/occupancy/\(Self.level(region))" }
+    public func deadletter(component: String) -> String { "\(root)/deadletter/\(component)" }
+
+    /// The topic a region event is published on.
+    public func topic(for event: RegionEvent) -> String {
+        event.kind == .state
+            ? state(region: event.region, subject: event.subject)
+            : self.event(event.kind, region: event.region, subject: event.subject)
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterTestSupport
+import Testing
+
+@Suite("perimeter command line")
+struct CommandLineTests {
+    @Test("--help works at every level and exits 0", arguments: [
+        [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"], ["replay"],
+        ["bench"], ["bench", "mqtt"], ["bench", "geo"],
+    ])
+    func help(path: [String]) async throws {
+        let result = try await perimeter(path + ["--help"])
+        #expect(result.status == .exited(0))
+        #expect(result.stdout.hasPrefix("OVERVIEW: "))
+        #expect(result.stdout.contains("USAGE: perimeter"))
+        let viaHelp = try await perimeter(["help"] + path)
+        #expect(viaHelp.stdout == result.stdout)
+    }
+
+    @Test("usage errors print the usage on stderr and exit 64", arguments: [
+        (["frobnicate"], "error: unknown subcommand 'frobnicate'"),
+        (["locate", "--frob"], "error: unknown option '--frob'"),
+        (["locate"], "error: missing --regions <file>"),
+        (["bench", "mqtt", "--qos", "3"], "error: --qos must be 0, 1 or 2"),
+        (["bench", "mqtt", "--count", "many"], "error: --count: 'many' is not a valid <n>"),
+        (["regions", "validate", "a", "b"], "error: unexpected argument 'b'"),
+    ])
+    func usageErrors(arguments: [String], message: String) async throws {
+        let result = try await perimeter(arguments)
+        #expect(result.status == .exited(64))
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.contains("USAGE: perimeter"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("version")
+    func version() async throws {
+        let result = try await perimeter(["version"])
+        #expect(result.status == .exited(0))
+        #expect(result.stdout.hasPrefix("perimeter "))
+    }
+
+    @Test("regions validate: 0 for a good file; 1 and every problem for a bad one")
+    func validate() async throws {
+        let good = try await perimeter(["regions", "validate", CLIFixtures.museum])
+        #expect(good.status == .exited(0))
+        #expect(good.stdout.contains("7 regions valid"))
+        let bad = try temporaryFile("bad.geojson", """
+            {"type":"FeatureCollection","features":[
+              {"type":"Feature","id":"bowtie","geometry":{"type":"Polygon","coordinates":[[[0,0],[2,2],[2,0],[0,2],[0,0]]]}},
+              {"type":"Feature","id":"cafe","properties":{"radius":-4},"geometry":{"type":"Point","coordinates":[2.3,48.8]}},
+              {"type":"Feature","id":"cafe","properties":{"radius":4},"geometry":{"type":"Point","coordinates":[2.3,48.8]}}
+            ]}
+            """)
+        let result = try await perimeter(["regions", "validate", bad])
+        #expect(result.status == .exited(1))
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines.contains { $0.contains("region 'bowtie' (feature 0): ring 0 self-intersects at vertex 1") })
+        #expect(lines.contains { $0.contains("region 'cafe' (feature 1): properties.radius must be a finite number greater than 0, got -4") })
+        #expect(lines.contains { $0.contains("region 'cafe' (feature 2): duplicate id: feature 1 has the same id") })
+    }
+
+    @Test("locate: regions per point; bad rows reported with their line numbers, the run goes on")
+    func locate() async throws {
+        let input = #"""
+            id,lat,lon,note
+            hall,48.8608,2.3362,"in the ""grounds"""
+            cafe,48.8604,2.3362,x
+            broken,north,2.3,y
+            short,48.86
+            far,48.9,2.4,z
+            """#
+        let result = try await perimeter(["locate", "--regions", CLIFixtures.museum], stdin: input)
+        let expected = #"""
+            id,lat,lon,note,regions
+            hall,48.8608,2.3362,"in the ""grounds""",museum
+            cafe,48.8604,2.3362,x,cafe;museum
+            far,48.9,2.4,z,
+
+            """#
+        #expect(result.status == .exited(0))
+        #expect(result.stdout == expected)
+        #expect(result.stderr.contains("<stdin>:4: lat 'north' is not a latitude in [-90, 90]"))
+        #expect(result.stderr.contains("<stdin>:5: expected 4 fields as in the header, got 2"))
+    }
+
+    @Test("locate agrees with shapely on the parity sample (real time zones and synthetic polygons)")
+    func locateParity() async throws {
+        // The fixture belongs to the core tests; read it from the source tree.
+        let parity = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("PerimeterCoreTests/Fixtures/parity")
+        let result = try await perimeter([
+            "locate", "--regions", parity.appendingPathComponent("regions.geojson").path,
+            parity.appendingPathComponent("points.csv").path,
+        ])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        let expected = try String(contentsOf: parity.appendingPathComponent("expected.csv"), encoding: .utf8)
+            .split(separator: "\n").dropFirst().map { String($0.split(separator: ",", omittingEmptySubsequences: false).last!) }
+        let got = result.stdout.split(separator: "\n").dropFirst().map {
+            String($0.split(separator: ",", omittingEmptySubsequences: false).last!)
+        }
+        #expect(got.count == expected.count && got.count > 2000)
+        let mismatches = zip(got, expected).enumerated().filter { $0.element.0 != $0.element.1 }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+    }
+
+    @Test("a missing region file is named; exit 1")
+    func missingFile() async throws {
+        let result = try await perimeter(["locate", "--regions", "/nope/regions.geojson"], stdin: "lat,lon\n1,2\n")
+        #expect(result.status == .exited(1))
+        #expect(result.stderr.contains("/nope/regions.geojson does not exist"))
+    }
+}

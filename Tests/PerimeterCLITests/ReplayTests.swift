@@ -1,0 +1,168 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterTestSupport
+import Testing
+
+/// A GPX track read with a plain pattern match, independent of the product's XML reader.
+struct TrackPoint {
+    var lat: Double
+    var lon: Double
+    var t: Date
+}
+
+func readTrack(_ path: String) throws -> [TrackPoint] {
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    let pattern = try NSRegularExpression(
+        pattern: #"<trkpt lat="([-0-9.]+)" lon="([-0-9.]+)">.*?<time>([^<]+)</time>"#, options: [.dotMatchesLineSeparators])
+    return pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
+        func group(_ index: Int) -> String { String(text[Range(match.range(at: index), in: text)!]) }
+        guard let t = Timestamp.parse(group(3)) else { return nil }
+        return TrackPoint(lat: Double(group(1))!, lon: Double(group(2))!, t: t)
+    }
+}
+
+func circleRegions(_ circles: [(id: String, center: TrackPoint, radius: Double)]) throws -> String {
+    let features = circles.map {
+        #"{"type":"Feature","id":"\#($0.id)","properties":{"radius":\#($0.radius)},"geometry":{"type":"Point","coordinates":[\#($0.center.lon),\#($0.center.lat)]}}"#
+    }
+    return try temporaryFile("regions.geojson", #"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#)
+}
+
+struct ReplayedEvent {
+    var topic: String
+    var event: String
+    var region: String
+    var t: Date
+    var interpolated: Bool
+}
+
+func replay(_ arguments: [String]) async throws -> [ReplayedEvent] {
+    let result = try await perimeter(["replay"] + arguments)
+    #expect(result.status == .exited(0), "\(result.stderr)")
+    return try result.stdout.split(separator: "\n").map { line in
+        let value = try JSONValue(parsing: String(line))
+        return ReplayedEvent(
+            topic: value["topic"]!.stringValue!, event: value["event"]!.stringValue!, region: value["region"]!.stringValue!,
+            t: Timestamp.parse(value["t"]!.stringValue!)!, interpolated: value["interpolated"]?.boolValue ?? false)
+    }
+}
+
+@Suite("perimeter replay on real GPS tracks")
+struct ReplayTests {
+    @Test("a car trip past two circles: enters and exits exactly where the fixes say", arguments: ["around-visnjan-with-car.gpx", "cerknicko-jezero.gpx"])
+    func realTrack(file: String) async throws {
+        let path = CLIFixtures.path("gpx/\(file)")
+        let track = try readTrack(path)
+        #expect(track.count > 100)
+        let circles = [(id: "a", center: track[track.count / 3], radius: 120.0), (id: "b", center: track[2 * track.count / 3], radius: 60.0)]
+        let regions = try circleRegions(circles)
+        let events = try await replay(["--regions", regions, path, "--subject", "car"])
+
+        // The oracle: each fix inside or outside by plain haversine; a change between fixes is an event.
+        var expected: [(String, String, Date)] = []
+        for circle in circles {
+            var inside: Bool?
+            for point in track {
+                let now = Geodesy.distance(GeoPoint(lon: point.lon, lat: point.lat), GeoPoint(lon: circle.center.lon, lat: circle.center.lat)) <= circle.radius
+                if now && inside != true { expected.append(("enter", circle.id, point.t)) }
+                if !now && inside == true { expected.append(("exit", circle.id, point.t)) }
+                if now || inside != nil { inside = now }
+            }
+        }
+        let measured = events.filter { ($0.event == "enter" || $0.event == "exit") && !$0.interpolated }
+            .map { ($0.event, $0.region, $0.t) }
+        #expect(measured.count == expected.count)
+        for (got, want) in zip(measured.sorted { $0.2 < $1.2 }, expected.sorted { $0.2 < $1.2 }) {
+            #expect(got.0 == want.0 && got.1 == want.1 && abs(got.2.timeIntervalSince(want.2)) < 0.001, "\(got) vs \(want)")
+        }
+        #expect(expected.filter { $0.0 == "enter" }.count >= 2, "both circles are entered")
+        // Interpolated crossings (a segment between two outside fixes clipping a circle) come in pairs.
+        let crossings = events.filter { $0.interpolated && $0.event != "state" }
+        #expect(crossings.count % 2 == 0)
+        // Topics follow the contract.
+        let topicsFollowContract = events.allSatisfy { $0.topic.hasPrefix("perimeter/v1/replay/\($0.event)/\($0.region)/car") }
+        #expect(topicsFollowContract)
+    }
+
+    @Test("a sparse tracker crossing a small fence between two fixes: interpolated enter and exit")
+    func sparseCrossing() async throws {
+        let track = try readTrack(CLIFixtures.path("gpx/cerknicko-jezero.gpx"))
+        let sparse = stride(from: 0, to: track.count, by: 25).map { track[$0] }
+        // A 15 m circle on the middle of one sparse segment.
+        let a = sparse[4]
+        let b = sparse[5]
+        let middle = TrackPoint(lat: (a.lat + b.lat) / 2, lon: (a.lon + b.lon) / 2, t: a.t)
+        let regions = try circleRegions([(id: "gate", center: middle, radius: 15)])
+        let csv = "t,lat,lon\n" + sparse.map { "\(Timestamp.format($0.t)),\($0.lat),\($0.lon)" }.joined(separator: "\n") + "\n"
+        let events = try await replay(["--regions", regions, try temporaryFile("sparse.csv", csv), "--subject", "tracker"])
+        let transitions = events.filter { $0.event == "enter" || $0.event == "exit" }
+        #expect(transitions.map(\.event) == ["enter", "exit"])
+        let allInterpolated = transitions.allSatisfy { $0.interpolated }
+        #expect(allInterpolated)
+        let length = Geodesy.distance(GeoPoint(lon: a.lon, lat: a.lat), GeoPoint(lon: b.lon, lat: b.lat))
+        let gap = b.t.timeIntervalSince(a.t)
+        let enterTime = a.t.addingTimeInterval(gap * (0.5 - 15 / length))
+        #expect(abs(transitions[0].t.timeIntervalSince(enterTime)) < max(1, gap * 0.01))
+        #expect(transitions[0].t < transitions[1].t)
+    }
+
+    @Test("bad records are reported with their place and skipped")
+    func badRecords() async throws {
+        let regions = try circleRegions([(id: "c", center: TrackPoint(lat: 45, lon: 13, t: Date()), radius: 100)])
+        let csv = """
+            t,lat,lon,acc
+            2026-01-01T10:00:00Z,45,13,5
+            yesterday,45,13,5
+            2026-01-01T10:00:20Z,95,13,5
+            2026-01-01T10:00:10Z,45,13,-1
+            2026-01-01T10:00:30Z,45.01,13,5
+            """
+        let result = try await perimeter(["replay", "--regions", regions, try temporaryFile("t.csv", csv)])
+        #expect(result.status == .exited(0))
+        #expect(result.stderr.contains("t.csv:3: skipped: t 'yesterday' is not an ISO 8601 time or epoch seconds"))
+        #expect(result.stderr.contains("t.csv:4: rejected: latitude 95.0 out of range [-90, 90]"))
+        #expect(result.stderr.contains("t.csv:5: rejected: accuracy -1.0 is negative"))
+        #expect(result.stdout.contains(#""event":"enter""#))
+        #expect(result.stdout.contains(#""event":"exit""#))
+    }
+}
+
+@Suite("perimeter up and bench")
+struct UpTests {
+    @Test("up: a private broker, the venue's regions retained, the live tree printed; stops after --duration")
+    func upWithDuration() async throws {
+        let result = try await perimeter(["up", "--duration", "2", "--set", "venue.regions=\(CLIFixtures.museum)"], timeout: .seconds(30))
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stderr.contains("mosquitto_sub -h 127.0.0.1 -p "))
+        for region in ["museum", "gallery-1", "gallery-2", "garden", "cafe", "entrance", "gallery-1-beacons"] {
+            #expect(result.stdout.contains("perimeter/v1/museum/regions/\(region) {\"type\":\"Feature\""), "\(region)")
+        }
+    }
+
+    @Test("up: SIGINT shuts everything down gracefully, broker last, exit 0")
+    func upInterrupted() async throws {
+        let child = try ChildProcess(Products.executable("perimeter"), ["up", "--set", "venue.regions=\(CLIFixtures.museum)", "--set", "log.level=info"])
+        try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(20))
+        child.subprocess.signal(SIGINT)
+        let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
+        #expect(termination == .exited(0), "\(output)")
+        let stops = output.split(separator: "\n").filter { $0.contains("msg=stopped") }
+        #expect(stops.count == 2)
+        #expect(stops.last?.contains("service=broker") == true, "the broker stops last")
+    }
+
+    @Test("up: a bad setting names the key, exits 1 before starting anything")
+    func upBadConfig() async throws {
+        let result = try await perimeter(["up", "--set", "broker.port=abc"])
+        #expect(result.status == .exited(1))
+        #expect(result.stderr.contains(#"broker.port: expected an integer 0–65535, got "abc" (from --set broker.port)"#))
+    }
+
+    @Test("bench mqtt runs both sides and prints the ratio")
+    func benchMQTT() async throws {
+        let result = try await perimeter(["bench", "mqtt", "--count", "3000", "--rounds", "1", "--qos", "1"], timeout: .seconds(120))
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stdout.contains("ratio (perimeter / mosquitto tools): "))
+    }
+}

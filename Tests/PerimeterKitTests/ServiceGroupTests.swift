@@ -1,0 +1,106 @@
+import Foundation
+import PerimeterKit
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+/// Records starts and stops into a shared journal.
+struct RecordingService: Service {
+    let name: String
+    let journal: Journal
+    var failAfter: Duration?
+    var finishAfter: Duration?
+
+    func run() async throws {
+        journal.add("start \(name)")
+        defer { journal.add("stop \(name)") }
+        if let failAfter {
+            try await Task.sleep(for: failAfter)
+            throw ServiceGroupError(service: name, message: "broken")
+        }
+        if let finishAfter {
+            try await Task.sleep(for: finishAfter)
+            return
+        }
+        while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+        // Shutting down takes a moment; the next service must wait for it.
+        try? await Task.sleep(for: .milliseconds(30))
+    }
+}
+
+final class Journal: Sendable {
+    private let entries = Mutex<[String]>([])
+    func add(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var all: [String] { entries.withLock { $0 } }
+}
+
+@Suite("Service group")
+struct ServiceGroupTests {
+    @Test("a finished service stops the others in reverse start order, one at a time")
+    func reverseOrder() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            services: [
+                RecordingService(name: "broker", journal: journal), RecordingService(name: "evaluator", journal: journal),
+                RecordingService(name: "timer", journal: journal, finishAfter: .milliseconds(100)),
+            ], logger: .discarding(), handlesSignals: false)
+        let outcome = try await group.run()
+        #expect(outcome == .serviceFinished("timer"))
+        let stops = journal.all.filter { $0.hasPrefix("stop") }
+        #expect(stops == ["stop timer", "stop evaluator", "stop broker"])
+    }
+
+    @Test("a failing service stops the group and its error comes out")
+    func failure() async throws {
+        let journal = Journal()
+        let group = ServiceGroup(
+            services: [RecordingService(name: "a", journal: journal), RecordingService(name: "b", journal: journal, failAfter: .milliseconds(50))],
+            logger: .discarding(), handlesSignals: false)
+        await #expect(throws: ServiceGroupError.self) { try await group.run() }
+        #expect(journal.all.last == "stop a")
+    }
+
+    @Test("cancelling the caller shuts the group down")
+    func cancellation() async throws {
+        let journal = Journal()
+        let task = Task {
+            try await ServiceGroup(services: [RecordingService(name: "a", journal: journal)], logger: .discarding(), handlesSignals: false).run()
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        task.cancel()
+        #expect(try await task.value == .cancelled)
+        #expect(journal.all == ["start a", "stop a"])
+    }
+}
+
+@Suite("Subprocesses and the private broker")
+struct SubprocessTests {
+    @Test("exit status and signals are reported")
+    func termination() async throws {
+        let exiting = try Subprocess.spawn("/bin/sh", ["-c", "exit 3"])
+        #expect(await exiting.wait() == .exited(3))
+        let sleeping = try Subprocess.spawn("/bin/sleep", ["30"])
+        sleeping.signal(SIGKILL)
+        #expect(await sleeping.wait() == .signalled(SIGKILL))
+    }
+
+    @Test("a child started from a Dispatch thread still honours SIGTERM (clean signal mask)")
+    func cleanSignalMask() async throws {
+        let child = try await Task.detached { try Subprocess.spawn("/bin/sleep", ["30"]) }.value
+        child.signal(SIGTERM)
+        let outcome = try await withTimeout(.seconds(5), "sleep to end on SIGTERM") { await child.wait() }
+        #expect(outcome == .signalled(SIGTERM))
+    }
+
+    @Test("the private mosquitto starts on a free port, restarts on the same port, and stops")
+    func broker() async throws {
+        let broker = try await TestBroker.start()
+        let port = broker.port
+        #expect(MosquittoBroker.accepts(port: port))
+        try await broker.restart()
+        #expect(broker.port == port && MosquittoBroker.accepts(port: port))
+        await broker.stop()
+        #expect(broker.pid == nil)
+        #expect(broker.log.contains("mosquitto version"))
+    }
+}

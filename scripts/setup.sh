@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs what Perimeter needs on Debian 12 (with the Swift 6.3 toolchain already on PATH),
+# only where it is missing, so running it again does nothing. Needs root (or sudo).
+set -eu
+
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev pkg-config libxml2 openssl ca-certificates"
+missing=""
+for package in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $package"
+    fi
+done
+
+if [ -n "$missing" ]; then
+    echo "setup: installing$missing" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# Debian starts a system-wide mosquitto on port 1883 when the package is installed; Perimeter
+# never needs it (tests and `perimeter up` run private brokers on free loopback ports).
+if ! command -v swift >/dev/null 2>&1; then
+    echo "setup: swift is not on PATH; install the Swift 6.3 toolchain (https://swift.org/install)" >&2
+    exit 1
+fi
