@@ -124,3 +124,22 @@ struct GeometryTests {
         #expect(index.regionIDs(containing: GeoPoint(lon: lon, lat: lat)) == zones)
     }
 }
+
+@Suite("Circle containment shortcut")
+struct CircleShortcutTests {
+    @Test("the flat-earth shortcut never disagrees with haversine", arguments: [0.0, 35.0, 48.85, 60.0, 75.0, 79.5, -66.0])
+    func shortcutAgrees(latitude: Double) {
+        var rng = SystemRandomNumberGenerator()
+        for radius in [1.0, 20.0, 150.0, 2_000.0, 30_000.0] {
+            let center = GeoPoint(lon: 13.4, lat: latitude)
+            let region = PreparedRegion(Region(id: "c", shape: .circle(center: center, radius: radius)))
+            // Points on rings just inside and just outside the edge, and anywhere in the box.
+            for _ in 0..<2_000 {
+                let bearing = Double.random(in: 0..<(2 * .pi), using: &rng)
+                let distance = radius * Double.random(in: 0.999...1.001, using: &rng)
+                let point = Geodesy.destination(center, bearing: bearing, distance: distance)
+                #expect(region.contains(point) == (Geodesy.distance(center, point) <= radius), "r \(radius) at \(point)")
+            }
+        }
+    }
+}

@@ -150,8 +150,8 @@ struct BenchGeoCommand: ParsableCommand {
         var hitsPerPoint: [[String]]
 
         var report: String {
-            String(format: "perimeter: %d regions, parse %.2f s, build %.2f s (+%.0f MB), query %.3f s: %.0f points/s, %d hits (%.2f per point)",
-                regionCount, parseSeconds, buildSeconds, memoryMB, querySeconds, pointsPerSecond, hits, Double(hits) / Double(max(hitsPerPoint.count, 1)))
+            String(format: "perimeter: %d regions, parse+validate %.2f s, build %.2f s, query %.3f s: %.0f points/s, %d hits (%.2f per point); peak RSS %.0f MB",
+                regionCount, parseSeconds, buildSeconds, querySeconds, pointsPerSecond, hits, Double(hits) / Double(max(hitsPerPoint.count, 1)), memoryMB)
         }
     }
 
@@ -162,11 +162,10 @@ struct BenchGeoCommand: ParsableCommand {
         if !document.problems.isEmpty {
             Output.error("\(regionsPath): \(document.problems.count) problem(s), first: \(document.problems[0]); benchmarking the valid regions")
         }
-        let memoryBefore = ProcessMemory.residentMB()
         started = ContinuousClock.now
         let index = GeofenceIndex(document.regions.filter(\.isGeographic))
         let buildSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - started)
-        let memory = ProcessMemory.residentMB() - memoryBefore
+        let memory = ProcessMemory.residentMB(peak: true)
 
         var scratch = QueryScratch()
         var hits = 0
@@ -180,7 +179,7 @@ struct BenchGeoCommand: ParsableCommand {
         perPoint.reserveCapacity(points.count)
         for point in points {
             var ids: [String] = []
-            index.forEachRegion(containing: point, seen: &scratch) { ids.append($0.id) }
+            index.forEachRegion(containing: point, seen: &scratch) { ids.append(index.id($0)) }
             perPoint.append(ids.sorted())
         }
         return Measurement(
@@ -347,8 +346,9 @@ enum SyntheticFences {
                 continue
             }
             let vertices = 4 + Int(rng.next() % 29)
-            var angles = (0..<vertices).map { _ in rng.uniform(0, 2 * .pi) }
-            angles.sort()
+            // Jittered even angles keep every gap under 180°, so the star stays a simple polygon.
+            let step = 2 * Double.pi / Double(vertices)
+            let angles = (0..<vertices).map { (Double($0) + rng.uniform(0, 0.8)) * step }
             let star = (index / 2) % 2 == 1
             var ring: [String] = []
             for (number, angle) in angles.enumerated() {
@@ -400,9 +400,10 @@ struct SplitMix64 {
 
 /// Resident memory of this process, from /proc.
 enum ProcessMemory {
-    static func residentMB() -> Double {
+    /// Resident memory now (`VmRSS`), or the peak so far (`VmHWM`).
+    static func residentMB(peak: Bool = false) -> Double {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
             let kilobytes = line.split(separator: " ").compactMap({ Double($0) }).first
         else { return 0 }
         return kilobytes / 1024

@@ -68,7 +68,7 @@ struct LocateCommand: ParsableCommand {
                 continue
             }
             ids.removeAll(keepingCapacity: true)
-            index.forEachRegion(containing: GeoPoint(lon: lon, lat: lat), seen: &scratch) { ids.append($0.id) }
+            index.forEachRegion(containing: GeoPoint(lon: lon, lat: lat), seen: &scratch) { ids.append(index.id($0)) }
             ids.sort()
             output.write(CSV.line(fields + [ids.joined(separator: ";")]))
         }

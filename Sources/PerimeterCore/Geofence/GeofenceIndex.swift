@@ -6,11 +6,19 @@
 public struct GeofenceIndex: Sendable {
     /// Prepared regions by slot; a removed region leaves a nil slot that a later one reuses.
     private var slots: [PreparedRegion?] = []
+    /// Each slot's region id, apart so that reading it does not copy the region.
+    private var slotIDs: [String] = []
     private var slotByID: [String: Int32] = [:]
     private var freeSlots: [Int32] = []
-    /// What each R-tree entry is: (slot, part).
-    private var entries: [(slot: Int32, part: Int32)] = []
+    /// What each R-tree entry tests, in flat arrays the point query reads without touching the
+    /// (large) `PreparedRegion` values: the region's slot and its shape, a circle
+    /// (`shape < 0`: `circles[-shape - 1]`) or a polygon part (`polygons[shape]`).
+    private var entries: [(slot: Int32, shape: Int32)] = []
     private var freeEntries: [Int32] = []
+    private var circles: [PreparedCircle] = []
+    private var freeCircles: [Int32] = []
+    private var polygons: [PreparedPolygon] = []
+    private var freePolygons: [Int32] = []
     private var entriesBySlot: [Int32: [(entry: Int32, box: BoundingBox)]] = [:]
     private var tree = RTree()
 
@@ -20,16 +28,7 @@ public struct GeofenceIndex: Sendable {
     public init(_ regions: [Region]) {
         var boxes: [(box: BoundingBox, id: Int32)] = []
         for region in regions {
-            let slot = Int32(slots.count)
-            let prepared = PreparedRegion(region)
-            slots.append(prepared)
-            slotByID[region.id] = slot
-            for (box, part) in prepared.indexBoxes {
-                let entry = Int32(entries.count)
-                entries.append((slot, Int32(part)))
-                entriesBySlot[slot, default: []].append((entry, box))
-                boxes.append((box, entry))
-            }
+            for (box, entry) in add(PreparedRegion(region)) { boxes.append((box, entry)) }
         }
         tree = RTree(bulkLoading: boxes)
     }
@@ -40,42 +39,84 @@ public struct GeofenceIndex: Sendable {
         slotByID[id].flatMap { slots[Int($0)] }
     }
 
+    /// The region in a slot handed to a ``forEachRegion(containing:seen:_:)`` visitor.
+    public subscript(slot: RegionSlot) -> PreparedRegion { slots[Int(slot.value)]! }
+
+    /// The id of the region in a slot.
+    @inline(__always)
+    public func id(_ slot: RegionSlot) -> String { slotIDs[Int(slot.value)] }
+
     public var regions: [PreparedRegion] { slots.compactMap { $0 } }
 
-    /// Adds a region, or replaces the one with the same id.
-    public mutating func upsert(_ region: Region) {
-        remove(id: region.id)
-        let prepared = PreparedRegion(region)
+    /// Stores a prepared region's shapes and entries (not yet in the tree); returns the entries.
+    private mutating func add(_ prepared: PreparedRegion) -> [(BoundingBox, Int32)] {
         let slot: Int32
         if let free = freeSlots.popLast() {
             slot = free
             slots[Int(slot)] = prepared
+            slotIDs[Int(slot)] = prepared.id
         } else {
             slot = Int32(slots.count)
             slots.append(prepared)
+            slotIDs.append(prepared.id)
         }
-        slotByID[region.id] = slot
+        slotByID[prepared.id] = slot
+        var shapes: [Int: Int32] = [:]
+        switch prepared.geometry {
+        case .circle(let circle): shapes[0] = -Self.store(circle, in: &circles, free: &freeCircles) - 1
+        case .polygons(let parts):
+            for (number, part) in parts.enumerated() { shapes[number] = Self.store(part, in: &polygons, free: &freePolygons) }
+        case .beacon: break
+        }
+        var added: [(BoundingBox, Int32)] = []
         for (box, part) in prepared.indexBoxes {
+            let target = (slot: slot, shape: shapes[part]!)
             let entry: Int32
             if let free = freeEntries.popLast() {
                 entry = free
-                entries[Int(entry)] = (slot, Int32(part))
+                entries[Int(entry)] = target
             } else {
                 entry = Int32(entries.count)
-                entries.append((slot, Int32(part)))
+                entries.append(target)
             }
             entriesBySlot[slot, default: []].append((entry, box))
-            tree.insert(box, id: entry)
+            added.append((box, entry))
         }
+        return added
+    }
+
+    private static func store<T>(_ value: T, in array: inout [T], free: inout [Int32]) -> Int32 {
+        if let index = free.popLast() {
+            array[Int(index)] = value
+            return index
+        }
+        array.append(value)
+        return Int32(array.count - 1)
+    }
+
+    /// Adds a region, or replaces the one with the same id.
+    public mutating func upsert(_ region: Region) {
+        remove(id: region.id)
+        for (box, entry) in add(PreparedRegion(region)) { tree.insert(box, id: entry) }
     }
 
     /// Removes the region with `id`; returns whether there was one.
     @discardableResult
     public mutating func remove(id: String) -> Bool {
         guard let slot = slotByID.removeValue(forKey: id) else { return false }
+        var freed: Set<Int32> = []
         for (entry, box) in entriesBySlot.removeValue(forKey: slot) ?? [] {
             tree.remove(id: entry, box: box)
             freeEntries.append(entry)
+            freed.insert(entries[Int(entry)].shape)
+        }
+        for shape in freed {
+            if shape < 0 {
+                freeCircles.append(-shape - 1)
+            } else {
+                polygons[Int(shape)] = PreparedPolygon.empty
+                freePolygons.append(shape)
+            }
         }
         slots[Int(slot)] = nil
         freeSlots.append(slot)
@@ -85,14 +126,24 @@ public struct GeofenceIndex: Sendable {
     /// Calls `visit` once for each region containing the point (boundary included).
     ///
     /// - Parameter seen: scratch space the caller keeps between queries, so that no query allocates.
-    public func forEachRegion(containing point: GeoPoint, seen: inout QueryScratch, _ visit: (PreparedRegion) -> Void) {
+    @inline(__always)
+    public func forEachRegion(containing point: GeoPoint, seen: inout QueryScratch, _ visit: (RegionSlot) -> Void) {
         seen.begin(slotCount: slots.count)
-        tree.search(lon: point.lon, lat: point.lat) { entry in
-            let (slot, part) = entries[Int(entry)]
-            guard !seen.contains(slot), let region = slots[Int(slot)] else { return }
-            if region.contains(part: Int(part), point) {
-                seen.insert(slot)
-                visit(region)
+        entries.withUnsafeBufferPointer { entries in
+            circles.withUnsafeBufferPointer { circles in
+                polygons.withUnsafeBufferPointer { polygons in
+                    tree.search(lon: point.lon, lat: point.lat) { entry in
+                        let target = entries[Int(entry)]
+                        guard !seen.contains(target.slot) else { return }
+                        let inside =
+                            target.shape < 0
+                            ? circles[Int(-target.shape - 1)].contains(point) : polygons[Int(target.shape)].contains(point)
+                        if inside {
+                            seen.insert(target.slot)
+                            visit(RegionSlot(value: target.slot))
+                        }
+                    }
+                }
             }
         }
     }
@@ -101,7 +152,7 @@ public struct GeofenceIndex: Sendable {
     public func regionIDs(containing point: GeoPoint) -> [String] {
         var scratch = QueryScratch()
         var ids: [String] = []
-        forEachRegion(containing: point, seen: &scratch) { ids.append($0.id) }
+        forEachRegion(containing: point, seen: &scratch) { ids.append(id($0)) }
         return ids.sorted()
     }
 
@@ -127,6 +178,11 @@ public struct GeofenceIndex: Sendable {
         }
         return found.sorted().compactMap { slots[Int($0)] }
     }
+}
+
+/// A region's place in a ``GeofenceIndex``, as handed to query visitors (cheaper than the region).
+public struct RegionSlot: Sendable, Hashable {
+    let value: Int32
 }
 
 /// Reusable per-caller scratch for ``GeofenceIndex`` queries: a "seen" mark per region slot,

@@ -108,6 +108,11 @@ public struct PreparedRegion: Sendable {
 }
 
 /// A geodesic circle with its trigonometry precomputed.
+///
+/// Containment is the haversine test, decided first by a flat-earth estimate where that is
+/// safe: the local equirectangular distance differs from the spherical one by less than a
+/// bound computed per circle, so only points in a thin band around the edge pay for the
+/// trigonometry, and the answer is always the haversine one.
 struct PreparedCircle: Sendable {
     let center: GeoPoint
     let radius: Double
@@ -115,19 +120,48 @@ struct PreparedCircle: Sendable {
     private let cosPhi: Double
     /// sin²(angular radius / 2): a point is inside when its haversine term is at most this.
     private let threshold: Double
+    /// Metres per degree of latitude and of longitude (at the centre) for the estimate.
+    private let metresPerDegreeLat: Double
+    private let metresPerDegreeLon: Double
+    /// Squared radii below / above which the estimate decides; between them, the exact test.
+    private let surelyInside2: Double
+    private let surelyOutside2: Double
 
     init(center: GeoPoint, radius: Double) {
         self.center = center
         self.radius = radius
         phi = center.lat * .pi / 180
         cosPhi = cos(phi)
-        let half = min(radius / Geodesy.earthRadius, .pi) / 2
+        let angular = min(radius / Geodesy.earthRadius, .pi)
+        let half = angular / 2
         threshold = sin(half) * sin(half)
+        metresPerDegreeLat = Geodesy.earthRadius * .pi / 180
+        metresPerDegreeLon = metresPerDegreeLat * cosPhi
+        // The estimate's relative error within the circle's box: the longitude scale changes by
+        // about tan(φ)·Δφ across it, and the chord/arc and projection terms are of order Δφ².
+        let latitudeReach = abs(phi) + angular
+        if radius < 50_000 && latitudeReach < 80 * .pi / 180 {
+            let error = 2 * tan(latitudeReach) * angular + 2 * angular * angular + 1e-9
+            surelyInside2 = pow(radius * (1 - error), 2)
+            surelyOutside2 = pow(radius * (1 + error), 2)
+        } else {
+            surelyInside2 = -1
+            surelyOutside2 = 0
+        }
+    }
+
+    @inline(__always)
+    func contains(_ point: GeoPoint) -> Bool {
+        let dx = (point.lon - center.lon) * metresPerDegreeLon
+        let dy = (point.lat - center.lat) * metresPerDegreeLat
+        let d2 = dx * dx + dy * dy
+        if d2 < surelyInside2 { return true }
+        if d2 > surelyOutside2 && surelyOutside2 > 0 && abs(point.lon - center.lon) < 180 { return false }
+        return exactlyContains(point)
     }
 
     /// Haversine containment without the inverse trigonometry.
-    @inline(__always)
-    func contains(_ point: GeoPoint) -> Bool {
+    func exactlyContains(_ point: GeoPoint) -> Bool {
         let phi2 = point.lat * .pi / 180
         let s1 = sin((phi2 - phi) / 2)
         let s2 = sin((point.lon - center.lon) * .pi / 360)
@@ -161,6 +195,9 @@ struct PreparedPolygon: Sendable {
     let index: PolygonIndex
     /// The bounding box in the polygon's own frame (longitudes may pass ±180).
     let frameBox: BoundingBox
+
+    /// A placeholder for a freed slot of ``GeofenceIndex``.
+    static let empty = PreparedPolygon(rings: [])
 
     init(rings original: [[GeoPoint]]) {
         var rings: [[GeoPoint]] = []

@@ -9,13 +9,17 @@
 /// accept is settled by testing the point rounded down and up against the same floats, and only a point
 /// within a float ulp (about 0.4 m at 50°) of the box's edge needs the exact double box (`exact`).
 /// `children` holds, per slot, the entry id in a leaf node and the child node's index in an inner node.
-/// Leaves come first (node indices below `leafCount`), the root last. Empty and removed slots hold NaN,
-/// which fails every comparison, so queries never test whether a slot is occupied.
+/// Leaves come first (node indices below `leafCount`). The root is wider than the other nodes (up to
+/// `rootFanout` slots, kept apart): packing stops as soon as a level fits in it, which saves a level —
+/// a whole node visit per query — whenever the top of a 16-way tree would be a nearly empty node.
+/// Empty and removed slots hold NaN, which fails every comparison, so queries never test whether a slot is
+/// occupied.
 struct PackedRTree: Sendable {
     static let fanout = 16
     private static let blockSize = 4 * fanout
-    /// Deep enough for any tree an Int32 id space can fill: (height − 1)·(fanout − 1) + fanout pending nodes.
-    private static let stackCapacity = 12 * fanout
+    static let rootFanout = 2 * fanout
+    /// Deep enough for any tree an Int32 id space can fill: the root's slots plus fanout − 1 per level below.
+    private static let stackCapacity = rootFanout + 8 * fanout
 
     /// One bulk-load input: a box and its id.
     struct Item {
@@ -52,7 +56,10 @@ struct PackedRTree: Sendable {
     private var parents: [Int32] = []
     private var parentSlots: [UInt8] = []
     private var leafCount = 0
-    private var root = -1
+    /// The root's slots, `rootFanout` floats per coordinate (minLon…, minLat…, maxLon…, maxLat…), and
+    /// the nodes they hold; `rootChildren` is empty for an empty tree.
+    private var rootBounds = [Float](repeating: .nan, count: 4 * rootFanout)
+    private var rootChildren: [Int32] = []
     /// Entries not removed.
     private(set) var count = 0
     /// Removed entries whose slots still occupy leaves.
@@ -61,13 +68,13 @@ struct PackedRTree: Sendable {
     init() {}
 
     /// STR bulk load: sort by centre longitude, cut into √(nodes) vertical slices, sort each slice by
-    /// centre latitude and cut it into nodes; repeat on the nodes until one remains.
+    /// centre latitude and cut it into nodes; repeat on the nodes until they fit in the root.
     init(items: [Item]) {
         count = items.count
         guard !items.isEmpty else { return }
         var level = items
         var isLeafLevel = true
-        while true {
+        repeat {
             let nodeCount = (level.count + Self.fanout - 1) / Self.fanout
             // Known before the leaves are appended, so slot accessors tell leaves from inner nodes throughout.
             if isLeafLevel { leafCount = nodeCount }
@@ -90,11 +97,12 @@ struct PackedRTree: Sendable {
                 start = end
             }
             isLeafLevel = false
-            if upper.count == 1 {
-                root = Int(upper[0].id)
-                break
-            }
             level = upper
+        } while level.count > Self.rootFanout
+        for (slot, item) in level.enumerated() {
+            rootChildren.append(item.id)
+            setRootSlot(slot, to: item.box)
+            parentSlots[Int(item.id)] = UInt8(slot)
         }
     }
 
@@ -125,7 +133,7 @@ struct PackedRTree: Sendable {
     /// Calls `visit` with the id of every live entry whose closed box contains the point.
     @inline(__always)
     func search(lon: Double, lat: Double, _ visit: (Int32) -> Void) {
-        guard root >= 0 else { return }
+        guard !rootChildren.isEmpty else { return }
         let leafCount = self.leafCount
         // Rounding to nearest is monotonic, so a float box rounded outwards still holds the rounded point.
         let lonF = Float(lon), latF = Float(lat)
@@ -137,8 +145,7 @@ struct PackedRTree: Sendable {
             exact.withUnsafeBufferPointer { exact in
                 children.withUnsafeBufferPointer { children in
                     withUnsafeTemporaryAllocation(of: Int32.self, capacity: Self.stackCapacity) { stack in
-                        stack[0] = Int32(root)
-                        var depth = 1
+                        var depth = pushRootChildren(containingLon: lonF, lat: latF, onto: stack)
                         while depth > 0 {
                             depth &-= 1
                             let node = Int(stack[depth])
@@ -180,16 +187,38 @@ struct PackedRTree: Sendable {
         forEachLeafSlot(intersecting: box) { slot in visit(children[slot]) }
     }
 
-    /// Which of a node's slots contain the point, as a bit mask (bit i = slot i). NaN slots fail.
+    /// Pushes the root's children whose boxes contain the point; returns the new stack depth.
     @inline(__always)
-    private static func pointMask(_ block: UnsafePointer<Float>, lon: Float, lat: Float) -> UInt32 {
+    private func pushRootChildren(containingLon lon: Float, lat: Float, onto stack: UnsafeMutableBufferPointer<Int32>)
+        -> Int
+    {
+        var depth = 0
+        rootBounds.withUnsafeBufferPointer { rootBounds in
+            for first in stride(from: 0, to: rootChildren.count, by: Self.fanout) {
+                var mask = Self.pointMask(rootBounds.baseAddress! + first, lon: lon, lat: lat, stride: Self.rootFanout)
+                while mask != 0 {
+                    stack[depth] = rootChildren[first &+ mask.trailingZeroBitCount]
+                    depth &+= 1
+                    mask &= mask &- 1
+                }
+            }
+        }
+        return depth
+    }
+
+    /// Which of 16 slots contain the point, as a bit mask (bit i = slot i). The slots' minLon values start
+    /// at `block`, and minLat, maxLon, maxLat follow at `stride` floats from each other. NaN slots fail.
+    @inline(__always)
+    private static func pointMask(_ block: UnsafePointer<Float>, lon: Float, lat: Float, stride: Int = fanout)
+        -> UInt32
+    {
         let raw = UnsafeRawPointer(block)
         let lonVector = SIMD16<Float>(repeating: lon)
         let latVector = SIMD16<Float>(repeating: lat)
         let minLon = raw.loadUnaligned(as: SIMD16<Float>.self)
-        let minLat = raw.loadUnaligned(fromByteOffset: fanout * 4, as: SIMD16<Float>.self)
-        let maxLon = raw.loadUnaligned(fromByteOffset: fanout * 8, as: SIMD16<Float>.self)
-        let maxLat = raw.loadUnaligned(fromByteOffset: fanout * 12, as: SIMD16<Float>.self)
+        let minLat = raw.loadUnaligned(fromByteOffset: stride * 4, as: SIMD16<Float>.self)
+        let maxLon = raw.loadUnaligned(fromByteOffset: stride * 8, as: SIMD16<Float>.self)
+        let maxLat = raw.loadUnaligned(fromByteOffset: stride * 12, as: SIMD16<Float>.self)
         let hits = (lonVector .>= minLon) .& (latVector .>= minLat) .& (lonVector .<= maxLon) .& (latVector .<= maxLat)
         let bytes = unsafeBitCast(
             SIMD16<Int8>(truncatingIfNeeded: unsafeBitCast(hits, to: SIMD16<Int32>.self)), to: SIMD2<UInt64>.self)
@@ -209,10 +238,13 @@ struct PackedRTree: Sendable {
 
     /// Calls `body` with the index of every live leaf slot whose box intersects `box`.
     private func forEachLeafSlot(intersecting box: BoundingBox, _ body: (_ slot: Int) -> Void) {
-        guard root >= 0 else { return }
         withUnsafeTemporaryAllocation(of: Int32.self, capacity: Self.stackCapacity) { stack in
-            stack[0] = Int32(root)
-            var depth = 1
+            var depth = 0
+            for (slot, child) in rootChildren.enumerated() {
+                guard let slotBox = rootSlotBox(slot), slotBox.intersects(box) else { continue }
+                stack[depth] = child
+                depth += 1
+            }
             while depth > 0 {
                 depth -= 1
                 let node = Int(stack[depth])
@@ -248,11 +280,12 @@ struct PackedRTree: Sendable {
         count -= 1
         removedCount += 1
         var node = leaf
-        while node != root {
+        while parents[node] >= 0 {
             let parent = Int(parents[node])
             setSlot(node: parent, slot: Int(parentSlots[node]), to: nodeBox(node))
             node = parent
         }
+        setRootSlot(Int(parentSlots[node]), to: nodeBox(node))
         return true
     }
 
@@ -291,6 +324,23 @@ struct PackedRTree: Sendable {
         bounds[base + Self.fanout] = box.map { Self.roundedDown($0.minLat) } ?? .nan
         bounds[base + 2 * Self.fanout] = box.map { Self.roundedUp($0.maxLon) } ?? .nan
         bounds[base + 3 * Self.fanout] = box.map { Self.roundedUp($0.maxLat) } ?? .nan
+    }
+
+    /// Writes a root slot's box, rounded outwards to floats; nil makes it empty (NaN).
+    private mutating func setRootSlot(_ slot: Int, to box: BoundingBox?) {
+        rootBounds[slot] = box.map { Self.roundedDown($0.minLon) } ?? .nan
+        rootBounds[slot + Self.rootFanout] = box.map { Self.roundedDown($0.minLat) } ?? .nan
+        rootBounds[slot + 2 * Self.rootFanout] = box.map { Self.roundedUp($0.maxLon) } ?? .nan
+        rootBounds[slot + 3 * Self.rootFanout] = box.map { Self.roundedUp($0.maxLat) } ?? .nan
+    }
+
+    /// A root slot's float box; nil for an empty slot.
+    private func rootSlotBox(_ slot: Int) -> BoundingBox? {
+        guard !rootBounds[slot].isNaN else { return nil }
+        return BoundingBox(
+            minLon: Double(rootBounds[slot]), minLat: Double(rootBounds[slot + Self.rootFanout]),
+            maxLon: Double(rootBounds[slot + 2 * Self.rootFanout]),
+            maxLat: Double(rootBounds[slot + 3 * Self.rootFanout]))
     }
 
     /// A slot's float box, as wide as or wider than the exact one; nil for an empty slot.

@@ -1,15 +1,17 @@
 import Foundation
-import PerimeterCore
 import Testing
+
+@testable import PerimeterCore
 
 /// PolygonIndex and RTree against shapely 2.2.0 / GEOS 3.14.1 `intersects` on the parity fixture
 /// (`Fixtures/parity/README.md`): real time zones (antimeridian-split, enclaves, a ring with edges on
 /// lat -90) and synthetic traps, 2,900 points at least 1e-7° from every boundary.
 @Suite("PolygonIndex parity with shapely")
 struct PolygonIndexParityTests {
-    /// One fixture region: its id and one index per polygon.
+    /// One fixture region: its id, and per polygon its rings and index.
     struct Region {
         let id: String
+        let rings: [[[GeoPoint]]]
         let polygons: [PolygonIndex]
 
         func contains(lon: Double, lat: Double) -> Bool {
@@ -45,19 +47,17 @@ struct PolygonIndexParityTests {
             case "MultiPolygon": polygons = coordinates
             default: throw FixtureError.malformed("\(id): unexpected geometry \(type)")
             }
-            return Region(
-                id: id,
-                polygons: try polygons.map { polygon in
-                    let rings = try (polygon.arrayValue ?? []).map { ring in
-                        try (ring.arrayValue ?? []).map { position in
-                            guard let pair = position.arrayValue, pair.count >= 2, let lon = pair[0].doubleValue,
-                                let lat = pair[1].doubleValue
-                            else { throw FixtureError.malformed("\(id): bad position") }
-                            return GeoPoint(lon: lon, lat: lat)
-                        }
+            let rings = try polygons.map { polygon in
+                try (polygon.arrayValue ?? []).map { ring in
+                    try (ring.arrayValue ?? []).map { position in
+                        guard let pair = position.arrayValue, pair.count >= 2, let lon = pair[0].doubleValue,
+                            let lat = pair[1].doubleValue
+                        else { throw FixtureError.malformed("\(id): bad position") }
+                        return GeoPoint(lon: lon, lat: lat)
                     }
-                    return PolygonIndex(rings: rings)
-                })
+                }
+            }
+            return Region(id: id, rings: rings, polygons: rings.map { PolygonIndex(rings: $0) })
         }
     }
 
@@ -109,12 +109,25 @@ struct PolygonIndexParityTests {
         #expect(mismatches.isEmpty, "\(mismatches.count) mismatches, first: \(mismatches.prefix(10))")
     }
 
-    @Test("fixture regions with many vertices use the grid, and their vertices are boundary points")
-    func bigRegionsUseTheGrid() throws {
+    @Test("fixture polygons with many vertices use the grid, and every fixture vertex is a boundary point")
+    func verticesAndGrid() throws {
         let regions = try Self.regions()
-        let adak = try #require(regions.first { $0.id == "America/Adak" })
-        #expect(adak.polygons.contains { $0.vertexCount > 1_000 })
-        #expect(adak.polygons.filter { $0.vertexCount > 1_000 }.allSatisfy { $0.boundingBox.width > 0 })
+        var gridded = 0, vertices = 0
+        for region in regions {
+            for (rings, polygon) in zip(region.rings, region.polygons) {
+                let edges = rings.reduce(0) { $0 + $1.count - 1 }
+                #expect(polygon.usesGrid == (edges >= PolygonIndex.gridThreshold), "\(region.id)")
+                if polygon.usesGrid { gridded += 1 }
+                for vertex in rings.joined() {
+                    vertices += 1
+                    if !polygon.contains(lon: vertex.lon, lat: vertex.lat) {
+                        Issue.record("\(region.id): vertex \(vertex) not contained")
+                    }
+                }
+            }
+        }
+        #expect(gridded >= 10)
+        #expect(vertices > 10_000)
         // Antarctica-like ring: edges along lat -90 and lon ±180; the pole and points on those edges are inside.
         let mcMurdo = try #require(regions.first { $0.id == "Antarctica/McMurdo" })
         #expect(mcMurdo.contains(lon: 170, lat: -90))
