@@ -11,11 +11,14 @@ public struct BrokerService: Service {
     }
 
     public func run() async throws {
-        logger.info("embedded mosquitto running", metadata: ["broker.port": "\(broker.port)", "broker.dir": .string(broker.directory.path)])
+        logger.info(
+            "embedded mosquitto running",
+            metadata: ["broker.port": "\(broker.port)", "broker.dir": .string(broker.directory.path)])
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(200))
             if broker.pid == nil {
-                throw ServiceGroupError(service: name, message: "mosquitto exited unexpectedly; its log: \(broker.logPath)")
+                throw ServiceGroupError(
+                    service: name, message: "mosquitto exited unexpectedly; its log: \(broker.logPath)")
             }
         }
         await broker.stop()

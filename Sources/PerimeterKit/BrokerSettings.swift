@@ -40,7 +40,9 @@ public struct BrokerSettings: Sendable, Hashable {
     /// Reads `broker.*` settings; problems are collected in `reader`.
     /// - Parameter embedded: the settings are for a private broker that Perimeter starts:
     ///   `broker.port` 0 (the default) then means "any free port".
-    public static func read(from reader: ConfigReader, defaultClientID: String, embedded: Bool = false) -> BrokerSettings {
+    public static func read(
+        from reader: ConfigReader, defaultClientID: String, embedded: Bool = false
+    ) -> BrokerSettings {
         var settings = BrokerSettings(clientID: defaultClientID)
         settings.host = reader.string("broker.host", default: settings.host)
         settings.port =

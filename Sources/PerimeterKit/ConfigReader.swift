@@ -34,7 +34,9 @@ public final class ConfigReader {
     ///   - overrides: `key=value` strings from `--set` flags.
     /// - Throws: ``ConfigError`` when the file is unreadable or not a JSON object, or an override
     ///   has no `=`.
-    public init(filePath: String? = nil, environment: [String: String] = [:], overrides: [String] = [])
+    public init(
+        filePath: String? = nil, environment: [String: String] = [:], overrides: [String] = []
+    )
         throws(ConfigError)
     {
         self.environment = environment
@@ -58,11 +60,13 @@ public final class ConfigReader {
                 throw ConfigError(key: "--set", "expected key=value, got \"\(setting)\"")
             }
             let key = String(setting[..<equals])
-            self.overrides[key] = Raw(value: .string(String(setting[setting.index(after: equals)...])), origin: "--set \(key)")
+            self.overrides[key] = Raw(
+                value: .string(String(setting[setting.index(after: equals)...])), origin: "--set \(key)")
         }
     }
 
-    private static func flatten(_ object: JSONObject, prefix: String, origin: String, into result: inout [String: Raw]) {
+    private static func flatten(_ object: JSONObject, prefix: String, origin: String, into result: inout [String: Raw])
+    {
         for (key, value) in object {
             let path = prefix.isEmpty ? key : "\(prefix).\(key)"
             if case .object(let nested) = value {

@@ -165,7 +165,8 @@ public final class StreamLogHandler: LogHandler {
     }
 
     static func timestamp(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        date.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
     }
 
     /// `{"t":"…","level":"info","label":"evaluator","msg":"…","region.id":"gallery-3"}`
@@ -203,7 +204,8 @@ public final class StreamLogHandler: LogHandler {
     }
 
     private static func quote(_ text: String) -> String {
-        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0 != "\\" }
+        let plain =
+            !text.isEmpty && text.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0 != "\\" }
         if plain { return text }
         var escaped = "\""
         for scalar in text.unicodeScalars {

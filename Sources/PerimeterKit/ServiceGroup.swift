@@ -78,7 +78,8 @@ public struct ServiceGroup: Sendable {
         case .finished(let index, let error):
             let name = services[index].name
             if let error {
-                logger.error("service failed; shutting down", metadata: ["service": .string(name), "error": .string(error)])
+                logger.error(
+                    "service failed; shutting down", metadata: ["service": .string(name), "error": .string(error)])
                 outcome = .serviceFailed(name, error)
             } else {
                 logger.info("service finished; shutting down", metadata: ["service": .string(name)])
@@ -95,7 +96,8 @@ public struct ServiceGroup: Sendable {
                 logger.info("stopped", metadata: ["service": .string(services[index].name)])
             } else {
                 logger.warning(
-                    "did not stop within \(shutdownTimeout); leaving it", metadata: ["service": .string(services[index].name)])
+                    "did not stop within \(shutdownTimeout); leaving it",
+                    metadata: ["service": .string(services[index].name)])
             }
         }
         sink.finish()

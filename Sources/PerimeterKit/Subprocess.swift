@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -155,5 +156,3 @@ public final class Subprocess: Sendable {
         return signal == 0 ? .exited((status >> 8) & 0xFF) : .signalled(signal)
     }
 }
-
-import Synchronization

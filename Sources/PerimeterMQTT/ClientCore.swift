@@ -88,8 +88,10 @@ final class ClientCore: @unchecked Sendable {
                 .invalidArgument, operation: "mosquitto_new",
                 reason: "a persistent session (clean start off) needs a client id")
         }
-        guard let handle = mosquitto_new(configuration.clientID.isEmpty ? nil : configuration.clientID,
-            configuration.cleanStart, nil)
+        guard
+            let handle = mosquitto_new(
+                configuration.clientID.isEmpty ? nil : configuration.clientID,
+                configuration.cleanStart, nil)
         else {
             throw MQTTError(
                 .library(Int32(MOSQ_ERR_NOMEM.rawValue)), operation: "mosquitto_new",
@@ -250,7 +252,8 @@ final class ClientCore: @unchecked Sendable {
             if let early {
                 if early == Int32.min {
                     continuation.resume(
-                        throwing: MQTTError(.closed, operation: "acknowledgement", reason: "the client is closed",
+                        throwing: MQTTError(
+                            .closed, operation: "acknowledgement", reason: "the client is closed",
                             context: topic))
                 } else {
                     continuation.resume(returning: early)

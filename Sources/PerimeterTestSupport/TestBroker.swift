@@ -6,7 +6,9 @@ import PerimeterMQTT
 ///
 /// A missing `mosquitto` makes the test fail with the install command, never skip.
 public enum TestBroker {
-    public static func start(persistence: Bool = false, extraConfiguration: [String] = []) async throws
+    public static func start(
+        persistence: Bool = false, extraConfiguration: [String] = []
+    ) async throws
         -> MosquittoBroker
     {
         try await MosquittoBroker.start(
@@ -37,7 +39,9 @@ extension MosquittoBroker {
 }
 
 /// Collects the next `count` messages from a client, or fails after `timeout`.
-public func nextMessages(_ client: MQTTClient, count: Int, timeout: Duration = .seconds(5)) async throws
+public func nextMessages(
+    _ client: MQTTClient, count: Int, timeout: Duration = .seconds(5)
+) async throws
     -> [MQTTMessage]
 {
     try await withThrowingTaskGroup(of: [MQTTMessage].self) { group in

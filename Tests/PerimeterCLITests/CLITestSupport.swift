@@ -4,7 +4,9 @@ import PerimeterTestSupport
 
 /// Runs the built `perimeter` with arguments (and optional standard input); returns how it
 /// ended and what it wrote to standard output and standard error.
-func perimeter(_ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(60)) async throws
+func perimeter(
+    _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(60)
+) async throws
     -> (status: Subprocess.Termination, stdout: String, stderr: String)
 {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
@@ -19,9 +21,13 @@ func perimeter(_ arguments: [String], stdin: String? = nil, timeout: Duration = 
         input = .input(path)
     }
     let child = try Subprocess.spawn(
-        Products.executable("perimeter"), arguments, stdin: input, stdout: .file(out, append: false), stderr: .file(err, append: false))
+        Products.executable("perimeter"), arguments, stdin: input, stdout: .file(out, append: false),
+        stderr: .file(err, append: false))
     let status = try await withTimeout(timeout, "perimeter \(arguments.joined(separator: " "))") { await child.wait() }
-    return (status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "", (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    return (
+        status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+        (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+    )
 }
 
 /// A file in a fresh temporary directory.
@@ -40,7 +46,8 @@ enum CLIFixtures {
 
     /// The repository's sample venue, found from this source file's location.
     static var museum: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
             .appendingPathComponent("config/venues/museum.geojson").path
     }
 }

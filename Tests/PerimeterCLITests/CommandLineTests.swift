@@ -6,10 +6,13 @@ import Testing
 
 @Suite("perimeter command line")
 struct CommandLineTests {
-    @Test("--help works at every level and exits 0", arguments: [
-        [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"], ["replay"],
-        ["bench"], ["bench", "mqtt"], ["bench", "geo"],
-    ])
+    @Test(
+        "--help works at every level and exits 0",
+        arguments: [
+            [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"],
+            ["replay"],
+            ["bench"], ["bench", "mqtt"], ["bench", "geo"],
+        ])
     func help(path: [String]) async throws {
         let result = try await perimeter(path + ["--help"])
         #expect(result.status == .exited(0))
@@ -19,14 +22,16 @@ struct CommandLineTests {
         #expect(viaHelp.stdout == result.stdout)
     }
 
-    @Test("usage errors print the usage on stderr and exit 64", arguments: [
-        (["frobnicate"], "error: unknown subcommand 'frobnicate'"),
-        (["locate", "--frob"], "error: unknown option '--frob'"),
-        (["locate"], "error: missing --regions <file>"),
-        (["bench", "mqtt", "--qos", "3"], "error: --qos must be 0, 1 or 2"),
-        (["bench", "mqtt", "--count", "many"], "error: --count: 'many' is not a valid <n>"),
-        (["regions", "validate", "a", "b"], "error: unexpected argument 'b'"),
-    ])
+    @Test(
+        "usage errors print the usage on stderr and exit 64",
+        arguments: [
+            (["frobnicate"], "error: unknown subcommand 'frobnicate'"),
+            (["locate", "--frob"], "error: unknown option '--frob'"),
+            (["locate"], "error: missing --regions <file>"),
+            (["bench", "mqtt", "--qos", "3"], "error: --qos must be 0, 1 or 2"),
+            (["bench", "mqtt", "--count", "many"], "error: --count: 'many' is not a valid <n>"),
+            (["regions", "validate", "a", "b"], "error: unexpected argument 'b'"),
+        ])
     func usageErrors(arguments: [String], message: String) async throws {
         let result = try await perimeter(arguments)
         #expect(result.status == .exited(64))
@@ -47,7 +52,9 @@ struct CommandLineTests {
         let good = try await perimeter(["regions", "validate", CLIFixtures.museum])
         #expect(good.status == .exited(0))
         #expect(good.stdout.contains("7 regions valid"))
-        let bad = try temporaryFile("bad.geojson", """
+        let bad = try temporaryFile(
+            "bad.geojson",
+            """
             {"type":"FeatureCollection","features":[
               {"type":"Feature","id":"bowtie","geometry":{"type":"Polygon","coordinates":[[[0,0],[2,2],[2,0],[0,2],[0,0]]]}},
               {"type":"Feature","id":"cafe","properties":{"radius":-4},"geometry":{"type":"Point","coordinates":[2.3,48.8]}},
@@ -59,7 +66,11 @@ struct CommandLineTests {
         let lines = result.stdout.split(separator: "\n")
         #expect(lines.count == 3)
         #expect(lines.contains { $0.contains("region 'bowtie' (feature 0): ring 0 self-intersects at vertex 1") })
-        #expect(lines.contains { $0.contains("region 'cafe' (feature 1): properties.radius must be a finite number greater than 0, got -4") })
+        #expect(
+            lines.contains {
+                $0.contains(
+                    "region 'cafe' (feature 1): properties.radius must be a finite number greater than 0, got -4")
+            })
         #expect(lines.contains { $0.contains("region 'cafe' (feature 2): duplicate id: feature 1 has the same id") })
     }
 
@@ -98,7 +109,9 @@ struct CommandLineTests {
         ])
         #expect(result.status == .exited(0), "\(result.stderr)")
         let expected = try String(contentsOf: parity.appendingPathComponent("expected.csv"), encoding: .utf8)
-            .split(separator: "\n").dropFirst().map { String($0.split(separator: ",", omittingEmptySubsequences: false).last!) }
+            .split(separator: "\n").dropFirst().map {
+                String($0.split(separator: ",", omittingEmptySubsequences: false).last!)
+            }
         let got = result.stdout.split(separator: "\n").dropFirst().map {
             String($0.split(separator: ",", omittingEmptySubsequences: false).last!)
         }

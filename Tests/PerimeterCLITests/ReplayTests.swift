@@ -14,7 +14,8 @@ struct TrackPoint {
 func readTrack(_ path: String) throws -> [TrackPoint] {
     let text = try String(contentsOfFile: path, encoding: .utf8)
     let pattern = try NSRegularExpression(
-        pattern: #"<trkpt lat="([-0-9.]+)" lon="([-0-9.]+)">.*?<time>([^<]+)</time>"#, options: [.dotMatchesLineSeparators])
+        pattern: #"<trkpt lat="([-0-9.]+)" lon="([-0-9.]+)">.*?<time>([^<]+)</time>"#,
+        options: [.dotMatchesLineSeparators])
     return pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
         func group(_ index: Int) -> String { String(text[Range(match.range(at: index), in: text)!]) }
         guard let t = Timestamp.parse(group(3)) else { return nil }
@@ -26,7 +27,8 @@ func circleRegions(_ circles: [(id: String, center: TrackPoint, radius: Double)]
     let features = circles.map {
         #"{"type":"Feature","id":"\#($0.id)","properties":{"radius":\#($0.radius)},"geometry":{"type":"Point","coordinates":[\#($0.center.lon),\#($0.center.lat)]}}"#
     }
-    return try temporaryFile("regions.geojson", #"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#)
+    return try temporaryFile(
+        "regions.geojson", #"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#)
 }
 
 struct ReplayedEvent {
@@ -43,19 +45,25 @@ func replay(_ arguments: [String]) async throws -> [ReplayedEvent] {
     return try result.stdout.split(separator: "\n").map { line in
         let value = try JSONValue(parsing: String(line))
         return ReplayedEvent(
-            topic: value["topic"]!.stringValue!, event: value["event"]!.stringValue!, region: value["region"]!.stringValue!,
+            topic: value["topic"]!.stringValue!, event: value["event"]!.stringValue!,
+            region: value["region"]!.stringValue!,
             t: Timestamp.parse(value["t"]!.stringValue!)!, interpolated: value["interpolated"]?.boolValue ?? false)
     }
 }
 
 @Suite("perimeter replay on real GPS tracks")
 struct ReplayTests {
-    @Test("a car trip past two circles: enters and exits exactly where the fixes say", arguments: ["around-visnjan-with-car.gpx", "cerknicko-jezero.gpx"])
+    @Test(
+        "a car trip past two circles: enters and exits exactly where the fixes say",
+        arguments: ["around-visnjan-with-car.gpx", "cerknicko-jezero.gpx"])
     func realTrack(file: String) async throws {
         let path = CLIFixtures.path("gpx/\(file)")
         let track = try readTrack(path)
         #expect(track.count > 100)
-        let circles = [(id: "a", center: track[track.count / 3], radius: 120.0), (id: "b", center: track[2 * track.count / 3], radius: 60.0)]
+        let circles = [
+            (id: "a", center: track[track.count / 3], radius: 120.0),
+            (id: "b", center: track[2 * track.count / 3], radius: 60.0),
+        ]
         let regions = try circleRegions(circles)
         let events = try await replay(["--regions", regions, path, "--subject", "car"])
 
@@ -64,7 +72,10 @@ struct ReplayTests {
         for circle in circles {
             var inside: Bool?
             for point in track {
-                let now = Geodesy.distance(GeoPoint(lon: point.lon, lat: point.lat), GeoPoint(lon: circle.center.lon, lat: circle.center.lat)) <= circle.radius
+                let now =
+                    Geodesy.distance(
+                        GeoPoint(lon: point.lon, lat: point.lat),
+                        GeoPoint(lon: circle.center.lon, lat: circle.center.lat)) <= circle.radius
                 if now && inside != true { expected.append(("enter", circle.id, point.t)) }
                 if !now && inside == true { expected.append(("exit", circle.id, point.t)) }
                 if now || inside != nil { inside = now }
@@ -74,14 +85,17 @@ struct ReplayTests {
             .map { ($0.event, $0.region, $0.t) }
         #expect(measured.count == expected.count)
         for (got, want) in zip(measured.sorted { $0.2 < $1.2 }, expected.sorted { $0.2 < $1.2 }) {
-            #expect(got.0 == want.0 && got.1 == want.1 && abs(got.2.timeIntervalSince(want.2)) < 0.001, "\(got) vs \(want)")
+            #expect(
+                got.0 == want.0 && got.1 == want.1 && abs(got.2.timeIntervalSince(want.2)) < 0.001, "\(got) vs \(want)")
         }
         #expect(expected.filter { $0.0 == "enter" }.count >= 2, "both circles are entered")
         // Interpolated crossings (a segment between two outside fixes clipping a circle) come in pairs.
         let crossings = events.filter { $0.interpolated && $0.event != "state" }
         #expect(crossings.count % 2 == 0)
         // Topics follow the contract.
-        let topicsFollowContract = events.allSatisfy { $0.topic.hasPrefix("perimeter/v1/replay/\($0.event)/\($0.region)/car") }
+        let topicsFollowContract = events.allSatisfy {
+            $0.topic.hasPrefix("perimeter/v1/replay/\($0.event)/\($0.region)/car")
+        }
         #expect(topicsFollowContract)
     }
 
@@ -94,8 +108,12 @@ struct ReplayTests {
         let b = sparse[5]
         let middle = TrackPoint(lat: (a.lat + b.lat) / 2, lon: (a.lon + b.lon) / 2, t: a.t)
         let regions = try circleRegions([(id: "gate", center: middle, radius: 15)])
-        let csv = "t,lat,lon\n" + sparse.map { "\(Timestamp.format($0.t)),\($0.lat),\($0.lon)" }.joined(separator: "\n") + "\n"
-        let events = try await replay(["--regions", regions, try temporaryFile("sparse.csv", csv), "--subject", "tracker"])
+        let csv =
+            "t,lat,lon\n" + sparse.map { "\(Timestamp.format($0.t)),\($0.lat),\($0.lon)" }.joined(separator: "\n")
+            + "\n"
+        let events = try await replay([
+            "--regions", regions, try temporaryFile("sparse.csv", csv), "--subject", "tracker",
+        ])
         let transitions = events.filter { $0.event == "enter" || $0.event == "exit" }
         #expect(transitions.map(\.event) == ["enter", "exit"])
         let allInterpolated = transitions.allSatisfy { $0.interpolated }
@@ -132,7 +150,8 @@ struct ReplayTests {
 struct UpTests {
     @Test("up: a private broker, the venue's regions retained, the live tree printed; stops after --duration")
     func upWithDuration() async throws {
-        let result = try await perimeter(["up", "--duration", "2", "--set", "venue.regions=\(CLIFixtures.museum)"], timeout: .seconds(30))
+        let result = try await perimeter(
+            ["up", "--duration", "2", "--set", "venue.regions=\(CLIFixtures.museum)"], timeout: .seconds(30))
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stderr.contains("mosquitto_sub -h 127.0.0.1 -p "))
         for region in ["museum", "gallery-1", "gallery-2", "garden", "cafe", "entrance", "gallery-1-beacons"] {
@@ -142,7 +161,9 @@ struct UpTests {
 
     @Test("up: SIGINT shuts everything down gracefully, broker last, exit 0")
     func upInterrupted() async throws {
-        let child = try ChildProcess(Products.executable("perimeter"), ["up", "--set", "venue.regions=\(CLIFixtures.museum)", "--set", "log.level=info"])
+        let child = try ChildProcess(
+            Products.executable("perimeter"),
+            ["up", "--set", "venue.regions=\(CLIFixtures.museum)", "--set", "log.level=info"])
         try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(20))
         child.subprocess.signal(SIGINT)
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
@@ -156,12 +177,14 @@ struct UpTests {
     func upBadConfig() async throws {
         let result = try await perimeter(["up", "--set", "broker.port=abc"])
         #expect(result.status == .exited(1))
-        #expect(result.stderr.contains(#"broker.port: expected an integer 0–65535, got "abc" (from --set broker.port)"#))
+        #expect(
+            result.stderr.contains(#"broker.port: expected an integer 0–65535, got "abc" (from --set broker.port)"#))
     }
 
     @Test("bench mqtt runs both sides and prints the ratio")
     func benchMQTT() async throws {
-        let result = try await perimeter(["bench", "mqtt", "--count", "3000", "--rounds", "1", "--qos", "1"], timeout: .seconds(120))
+        let result = try await perimeter(
+            ["bench", "mqtt", "--count", "3000", "--rounds", "1", "--qos", "1"], timeout: .seconds(120))
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stdout.contains("ratio (perimeter / mosquitto tools): "))
     }

@@ -12,7 +12,8 @@ struct Scenario {
     var regions: [Region]
     var parameters = GeofenceParameters(venue: "test", staleAfter: 300)
 
-    static func circle(_ id: String = "c", radius: Double = 100, configure: (inout Region) -> Void = { _ in }) -> Region {
+    static func circle(_ id: String = "c", radius: Double = 100, configure: (inout Region) -> Void = { _ in }) -> Region
+    {
         var region = Region(id: id, shape: .circle(center: center, radius: radius))
         configure(&region)
         return region
@@ -24,7 +25,9 @@ struct Scenario {
     }
 
     static func fix(_ t: Double, north: Double, east: Double = 0, acc: Double? = 0, floor: Int? = nil) -> Fix {
-        Fix(subject: "s", t: epoch.addingTimeInterval(t), position: point(north: north, east: east), accuracy: acc, floor: floor)
+        Fix(
+            subject: "s", t: epoch.addingTimeInterval(t), position: point(north: north, east: east), accuracy: acc,
+            floor: floor)
     }
 
     static func describe(_ event: RegionEvent) -> String {
@@ -70,70 +73,102 @@ struct GeofenceEngineTests {
     }
 
     static let cases: [Case] = [
-        Case(name: "outside, inside, outside: state, enter, exit", regions: [c],
-             fixes: [fix(0, -100.5, acc: nil), fix(10, 0), fix(20, 150)],
-             expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10", "state:outside:c@20", "exit:c@20"]),
-        Case(name: "the first fix inside enters (never known before)", regions: [c],
-             fixes: [fix(0, 0)], expected: ["state:inside:c@0", "enter:c@0"]),
-        Case(name: "the first fix outside only states, no exit", regions: [c],
-             fixes: [fix(0, 110, acc: 5)], expected: ["state:outside:c@0"]),
-        Case(name: "a fix far from a region gives it no state at all", regions: [c],
-             fixes: [fix(0, 160, acc: 5)], expected: []),
-        Case(name: "accuracy hysteresis: an ambiguous fix changes nothing", regions: [c],
-             fixes: [fix(0, -160, acc: 50), fix(10, -80, acc: 50), fix(20, -120, acc: 50), fix(30, 0, acc: 50)],
-             expected: ["state:outside:c@0", "state:inside:c@30", "enter:c@30"]),
-        Case(name: "inside needs d <= -acc*kIn: 60 m deep with 50 m accuracy is enough", regions: [c],
-             fixes: [fix(0, -160, acc: 50), fix(10, -40, acc: 50)],
-             expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10"]),
-        Case(name: "exit buffer: outside only beyond acc*kOut + exitBuffer", regions: [Scenario.circle { $0.exitBuffer = 30 }],
-             fixes: [fix(0, 0), fix(10, 120), fix(20, 125), fix(30, 135)],
-             expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@30", "exit:c@30"]),
-        Case(name: "enter delay: confirmed when the delay has run out", regions: [Scenario.circle { $0.enterDelay = 30 }],
-             fixes: [fix(0, -120, acc: 10), fix(10, 0), fix(20, 0), fix(45, 0)],
-             expected: ["state:outside:c@0", "state:inside:c@40", "enter:c@40"]),
-        Case(name: "enter delay: a contrary fix cancels, the clock restarts", regions: [Scenario.circle { $0.enterDelay = 30 }],
-             fixes: [fix(0, -120, acc: 10), fix(10, 0), fix(20, -120, acc: 10), fix(30, 0), fix(50, 0)], advanceTo: 70,
-             expected: ["state:outside:c@0", "state:inside:c@60", "enter:c@60"]),
-        Case(name: "exit delay", regions: [Scenario.circle { $0.exitDelay = 20 }],
-             fixes: [fix(0, 0), fix(10, 200), fix(40, 200)],
-             expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@30", "exit:c@30"]),
-        Case(name: "dwell once per stay, again after a new entry", regions: [Scenario.circle { $0.dwellAfter = 60 }],
-             fixes: [fix(0, 0), fix(30, 0), fix(70, 0), fix(200, 0), fix(300, 200), fix(400, 0), fix(470, 0)],
-             expected: ["state:inside:c@0", "enter:c@0", "dwell:c@60", "state:outside:c@300", "exit:c@300",
-                        "state:inside:c@400", "enter:c@400", "dwell:c@460"]),
-        Case(name: "crossing between sparse fixes: interpolated enter and exit", regions: [c],
-             fixes: [fix(0, -500), fix(100, 500)],
-             expected: ["state:inside:c@40(crossing)", "enter:c@40~", "state:outside:c@60(crossing)", "exit:c@60~"]),
-        Case(name: "crossing that only grazes within the accuracy is ignored", regions: [c],
-             fixes: [fix(0, -500, acc: 20, east: 90), fix(100, 500, acc: 20, east: 90)],
-             expected: []),
-        Case(name: "crossing: fixes too far apart in time are not joined", regions: [c],
-             fixes: [fix(0, -500), fix(5000, 500)], expected: []),
-        Case(name: "an out-of-order fix is ignored", regions: [c],
-             fixes: [fix(10, 0), fix(5, 300), fix(20, 0)],
-             expected: ["state:inside:c@10", "enter:c@10", "rejected:outOfOrder"]),
-        Case(name: "negative accuracy is Core Location's invalid: rejected", regions: [c],
-             fixes: [fix(0, 0, acc: -1)], expected: ["rejected:negativeAccuracy"]),
-        Case(name: "staleness goes to unknown, never outside; coming back is the same stay", regions: [c],
-             fixes: [fix(0, 0), fix(500, 0), fix(600, 300)],
-             expected: ["state:inside:c@0", "enter:c@0", "state:unknown:c@300(stale)", "state:inside:c@500",
-                        "state:outside:c@600", "exit:c@600"]),
-        Case(name: "after a stale spell, evidence of outside exits", regions: [c],
-             fixes: [fix(0, 0)], advanceTo: 400,
-             expected: ["state:inside:c@0", "enter:c@0", "state:unknown:c@300(stale)"]),
-        Case(name: "notifyOnEntry false: state but no enter", regions: [Scenario.circle { $0.notifyOnEntry = false }],
-             fixes: [fix(0, 0), fix(10, 300)], expected: ["state:inside:c@0", "state:outside:c@10", "exit:c@10"]),
-        Case(name: "notifyOnExit false: state but no exit", regions: [Scenario.circle { $0.notifyOnExit = false }],
-             fixes: [fix(0, 0), fix(10, 300)], expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@10"]),
-        Case(name: "a fix on another floor is outside a floor's region", regions: [Scenario.circle { $0.floor = 1 }],
-             fixes: [fix(0, 0, floor: 2), fix(10, 0, floor: 1), fix(20, 0)],
-             expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10"]),
-        Case(name: "minAccuracy: worse fixes are ignored for the region", regions: [Scenario.circle { $0.minAccuracy = 20 }],
-             fixes: [fix(0, 0, acc: 50), fix(10, 0, acc: nil), fix(20, 0, acc: 10)],
-             expected: ["state:inside:c@20", "enter:c@20"]),
-        Case(name: "events of several regions come out in time order", regions: [c, Scenario.circle("big", radius: 400)],
-             fixes: [fix(0, -130, acc: 20), fix(100, 0)],
-             expected: ["state:inside:big@0", "enter:big@0", "state:outside:c@0", "state:inside:c@100", "enter:c@100"]),
+        Case(
+            name: "outside, inside, outside: state, enter, exit", regions: [c],
+            fixes: [fix(0, -100.5, acc: nil), fix(10, 0), fix(20, 150)],
+            expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10", "state:outside:c@20", "exit:c@20"]),
+        Case(
+            name: "the first fix inside enters (never known before)", regions: [c],
+            fixes: [fix(0, 0)], expected: ["state:inside:c@0", "enter:c@0"]),
+        Case(
+            name: "the first fix outside only states, no exit", regions: [c],
+            fixes: [fix(0, 110, acc: 5)], expected: ["state:outside:c@0"]),
+        Case(
+            name: "a fix far from a region gives it no state at all", regions: [c],
+            fixes: [fix(0, 160, acc: 5)], expected: []),
+        Case(
+            name: "accuracy hysteresis: an ambiguous fix changes nothing", regions: [c],
+            fixes: [fix(0, -160, acc: 50), fix(10, -80, acc: 50), fix(20, -120, acc: 50), fix(30, 0, acc: 50)],
+            expected: ["state:outside:c@0", "state:inside:c@30", "enter:c@30"]),
+        Case(
+            name: "inside needs d <= -acc*kIn: 60 m deep with 50 m accuracy is enough", regions: [c],
+            fixes: [fix(0, -160, acc: 50), fix(10, -40, acc: 50)],
+            expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10"]),
+        Case(
+            name: "exit buffer: outside only beyond acc*kOut + exitBuffer",
+            regions: [Scenario.circle { $0.exitBuffer = 30 }],
+            fixes: [fix(0, 0), fix(10, 120), fix(20, 125), fix(30, 135)],
+            expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@30", "exit:c@30"]),
+        Case(
+            name: "enter delay: confirmed when the delay has run out",
+            regions: [Scenario.circle { $0.enterDelay = 30 }],
+            fixes: [fix(0, -120, acc: 10), fix(10, 0), fix(20, 0), fix(45, 0)],
+            expected: ["state:outside:c@0", "state:inside:c@40", "enter:c@40"]),
+        Case(
+            name: "enter delay: a contrary fix cancels, the clock restarts",
+            regions: [Scenario.circle { $0.enterDelay = 30 }],
+            fixes: [fix(0, -120, acc: 10), fix(10, 0), fix(20, -120, acc: 10), fix(30, 0), fix(50, 0)], advanceTo: 70,
+            expected: ["state:outside:c@0", "state:inside:c@60", "enter:c@60"]),
+        Case(
+            name: "exit delay", regions: [Scenario.circle { $0.exitDelay = 20 }],
+            fixes: [fix(0, 0), fix(10, 200), fix(40, 200)],
+            expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@30", "exit:c@30"]),
+        Case(
+            name: "dwell once per stay, again after a new entry", regions: [Scenario.circle { $0.dwellAfter = 60 }],
+            fixes: [fix(0, 0), fix(30, 0), fix(70, 0), fix(200, 0), fix(300, 200), fix(400, 0), fix(470, 0)],
+            expected: [
+                "state:inside:c@0", "enter:c@0", "dwell:c@60", "state:outside:c@300", "exit:c@300",
+                "state:inside:c@400", "enter:c@400", "dwell:c@460",
+            ]),
+        Case(
+            name: "crossing between sparse fixes: interpolated enter and exit", regions: [c],
+            fixes: [fix(0, -500), fix(100, 500)],
+            expected: ["state:inside:c@40(crossing)", "enter:c@40~", "state:outside:c@60(crossing)", "exit:c@60~"]),
+        Case(
+            name: "crossing that only grazes within the accuracy is ignored", regions: [c],
+            fixes: [fix(0, -500, acc: 20, east: 90), fix(100, 500, acc: 20, east: 90)],
+            expected: []),
+        Case(
+            name: "crossing: fixes too far apart in time are not joined", regions: [c],
+            fixes: [fix(0, -500), fix(5000, 500)], expected: []),
+        Case(
+            name: "an out-of-order fix is ignored", regions: [c],
+            fixes: [fix(10, 0), fix(5, 300), fix(20, 0)],
+            expected: ["state:inside:c@10", "enter:c@10", "rejected:outOfOrder"]),
+        Case(
+            name: "negative accuracy is Core Location's invalid: rejected", regions: [c],
+            fixes: [fix(0, 0, acc: -1)], expected: ["rejected:negativeAccuracy"]),
+        Case(
+            name: "staleness goes to unknown, never outside; coming back is the same stay", regions: [c],
+            fixes: [fix(0, 0), fix(500, 0), fix(600, 300)],
+            expected: [
+                "state:inside:c@0", "enter:c@0", "state:unknown:c@300(stale)", "state:inside:c@500",
+                "state:outside:c@600", "exit:c@600",
+            ]),
+        Case(
+            name: "after a stale spell, evidence of outside exits", regions: [c],
+            fixes: [fix(0, 0)], advanceTo: 400,
+            expected: ["state:inside:c@0", "enter:c@0", "state:unknown:c@300(stale)"]),
+        Case(
+            name: "notifyOnEntry false: state but no enter", regions: [Scenario.circle { $0.notifyOnEntry = false }],
+            fixes: [fix(0, 0), fix(10, 300)], expected: ["state:inside:c@0", "state:outside:c@10", "exit:c@10"]),
+        Case(
+            name: "notifyOnExit false: state but no exit", regions: [Scenario.circle { $0.notifyOnExit = false }],
+            fixes: [fix(0, 0), fix(10, 300)], expected: ["state:inside:c@0", "enter:c@0", "state:outside:c@10"]),
+        Case(
+            name: "a fix on another floor is outside a floor's region", regions: [Scenario.circle { $0.floor = 1 }],
+            fixes: [fix(0, 0, floor: 2), fix(10, 0, floor: 1), fix(20, 0)],
+            expected: ["state:outside:c@0", "state:inside:c@10", "enter:c@10"]),
+        Case(
+            name: "minAccuracy: worse fixes are ignored for the region",
+            regions: [Scenario.circle { $0.minAccuracy = 20 }],
+            fixes: [fix(0, 0, acc: 50), fix(10, 0, acc: nil), fix(20, 0, acc: 10)],
+            expected: ["state:inside:c@20", "enter:c@20"]),
+        Case(
+            name: "events of several regions come out in time order",
+            regions: [c, Scenario.circle("big", radius: 400)],
+            fixes: [fix(0, -130, acc: 20), fix(100, 0)],
+            expected: ["state:inside:big@0", "enter:big@0", "state:outside:c@0", "state:inside:c@100", "enter:c@100"]),
     ]
 
     @Test("table of rules", arguments: cases)
@@ -142,13 +177,18 @@ struct GeofenceEngineTests {
         #expect(scenario.run(testCase.fixes, advanceTo: testCase.advanceTo) == testCase.expected)
     }
 
-    @Test("rejections name the problem", arguments: [
-        (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: .nan)), "notFinite"),
-        (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 91)), "latitudeOutOfRange"),
-        (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: -181, lat: 0)), "longitudeOutOfRange"),
-        (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 0), accuracy: .infinity), "accuracyNotFinite"),
-        (Fix(subject: "", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 0)), "emptySubject"),
-    ])
+    @Test(
+        "rejections name the problem",
+        arguments: [
+            (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: .nan)), "notFinite"),
+            (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 91)), "latitudeOutOfRange"),
+            (Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: -181, lat: 0)), "longitudeOutOfRange"),
+            (
+                Fix(subject: "s", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 0), accuracy: .infinity),
+                "accuracyNotFinite"
+            ),
+            (Fix(subject: "", t: Scenario.epoch, position: GeoPoint(lon: 0, lat: 0)), "emptySubject"),
+        ])
     func rejections(fix: Fix, code: String) {
         var engine = GeofenceEngine(regions: [Scenario.circle()])
         guard case .failure(let rejection) = engine.process(fix) else {
@@ -191,9 +231,11 @@ struct GeofenceEngineTests {
         let region = Scenario.circle {
             $0.schedule = WeeklySchedule(windows: [.init(days: [.mon], start: 9 * 60, end: 17 * 60)])
         }
-        var engine = GeofenceEngine(regions: [region], parameters: GeofenceParameters(timeZone: TimeZone(identifier: "UTC")!))
+        var engine = GeofenceEngine(
+            regions: [region], parameters: GeofenceParameters(timeZone: TimeZone(identifier: "UTC")!))
         func run(_ hour: Double) -> [String] {
-            let fix = Fix(subject: "s", t: monday.addingTimeInterval(hour * 3600), position: Scenario.center, accuracy: 0)
+            let fix = Fix(
+                subject: "s", t: monday.addingTimeInterval(hour * 3600), position: Scenario.center, accuracy: 0)
             return ((try? engine.process(fix).get()) ?? []).map { "\($0.kind.rawValue):\($0.state?.rawValue ?? "")" }
         }
         #expect(run(8) == ["state:unmonitored"])

@@ -8,9 +8,12 @@ struct GeometryTests {
         Region(id: id, shape: .polygons([[ring.map { GeoPoint(lon: $0.0, lat: $0.1) }]]))
     }
 
-    @Test("a ring crossing the antimeridian (given with a jump) contains both sides", arguments: [
-        (180.0, 0.0, true), (-179.5, 0.5, true), (179.5, -0.5, true), (178.0, 0.0, false), (-178.0, 0.0, false), (0.0, 0.0, false),
-    ])
+    @Test(
+        "a ring crossing the antimeridian (given with a jump) contains both sides",
+        arguments: [
+            (180.0, 0.0, true), (-179.5, 0.5, true), (179.5, -0.5, true), (178.0, 0.0, false), (-178.0, 0.0, false),
+            (0.0, 0.0, false),
+        ])
     func antimeridianRing(lon: Double, lat: Double, inside: Bool) {
         let region = PreparedRegion(Self.polygon("dateline", [(179, -1), (-179, -1), (-179, 1), (179, 1), (179, -1)]))
         #expect(region.contains(GeoPoint(lon: lon, lat: lat)) == inside)
@@ -18,19 +21,25 @@ struct GeometryTests {
         #expect(index.regionIDs(containing: GeoPoint(lon: lon, lat: lat)) == (inside ? ["dateline"] : []))
     }
 
-    @Test("a ring around the North Pole contains the pole cap", arguments: [
-        (0.0, 85.0, true), (123.0, 89.9, true), (-170.0, 81.0, true), (180.0, 90.0, true), (0.0, 79.0, false), (90.0, -85.0, false),
-    ])
+    @Test(
+        "a ring around the North Pole contains the pole cap",
+        arguments: [
+            (0.0, 85.0, true), (123.0, 89.9, true), (-170.0, 81.0, true), (180.0, 90.0, true), (0.0, 79.0, false),
+            (90.0, -85.0, false),
+        ])
     func northPoleRing(lon: Double, lat: Double, inside: Bool) {
         let ring: [(Double, Double)] = [(0, 80), (90, 80), (180, 80), (-90, 80), (0, 80)]
         let region = PreparedRegion(Self.polygon("arctic", ring))
         #expect(region.contains(GeoPoint(lon: lon, lat: lat)) == inside)
-        #expect(GeofenceIndex([region.region]).regionIDs(containing: GeoPoint(lon: lon, lat: lat)) == (inside ? ["arctic"] : []))
+        #expect(
+            GeofenceIndex([region.region]).regionIDs(containing: GeoPoint(lon: lon, lat: lat))
+                == (inside ? ["arctic"] : []))
     }
 
     @Test("circles across the antimeridian and over a pole")
     func wrappingCircles() {
-        let dateline = PreparedRegion(Region(id: "d", shape: .circle(center: GeoPoint(lon: 179.9, lat: 0), radius: 50_000)))
+        let dateline = PreparedRegion(
+            Region(id: "d", shape: .circle(center: GeoPoint(lon: 179.9, lat: 0), radius: 50_000)))
         #expect(dateline.contains(GeoPoint(lon: -179.9, lat: 0)))
         #expect(!dateline.contains(GeoPoint(lon: -179.4, lat: 0)))
         let polar = PreparedRegion(Region(id: "p", shape: .circle(center: GeoPoint(lon: 0, lat: 89.9), radius: 50_000)))
@@ -44,24 +53,39 @@ struct GeometryTests {
     @Test("a 1 m square and a continent-sized one")
     func extremeSizes() {
         let metre = Geodesy.latitudeDegrees(meters: 1)
-        let tiny = Self.polygon("tiny", [(2.35, 48.85), (2.35 + metre * 1.5, 48.85), (2.35 + metre * 1.5, 48.85 + metre), (2.35, 48.85 + metre), (2.35, 48.85)])
+        let tiny = Self.polygon(
+            "tiny",
+            [
+                (2.35, 48.85), (2.35 + metre * 1.5, 48.85), (2.35 + metre * 1.5, 48.85 + metre), (2.35, 48.85 + metre),
+                (2.35, 48.85),
+            ])
         let huge = Self.polygon("huge", [(-10, 35), (40, 35), (40, 70), (-10, 70), (-10, 35)])
         let index = GeofenceIndex([tiny, huge])
-        #expect(index.regionIDs(containing: GeoPoint(lon: 2.35 + metre * 0.5, lat: 48.85 + metre * 0.5)) == ["huge", "tiny"])
+        #expect(
+            index.regionIDs(containing: GeoPoint(lon: 2.35 + metre * 0.5, lat: 48.85 + metre * 0.5)) == [
+                "huge", "tiny",
+            ])
         #expect(index.regionIDs(containing: GeoPoint(lon: 2.35 + metre * 2, lat: 48.85)) == ["huge"])
         let distance = PreparedRegion(tiny).signedDistance(GeoPoint(lon: 2.35 + metre * 0.75, lat: 48.85 + metre * 0.5))
         #expect(abs(distance - -0.5) < 0.01)
     }
 
-    @Test("signed distance to a polygon: within 0.5 % of the true geodesic distance, right sign", arguments: [0.0, 45.0, 60.0, 70.0])
+    @Test(
+        "signed distance to a polygon: within 0.5 % of the true geodesic distance, right sign",
+        arguments: [0.0, 45.0, 60.0, 70.0])
     func polygonDistanceAccuracy(latitude: Double) {
         // A 50 km-wide square; true distance by dense sampling of its edges with haversine.
         let half = Geodesy.latitudeDegrees(meters: 25_000)
         let halfLon = half / cos(latitude * .pi / 180)
-        let ring = [(-halfLon, latitude - half), (halfLon, latitude - half), (halfLon, latitude + half), (-halfLon, latitude + half), (-halfLon, latitude - half)]
+        let ring = [
+            (-halfLon, latitude - half), (halfLon, latitude - half), (halfLon, latitude + half),
+            (-halfLon, latitude + half), (-halfLon, latitude - half),
+        ]
         let region = PreparedRegion(Self.polygon("sq", ring))
-        let points = [GeoPoint(lon: 0, lat: latitude), GeoPoint(lon: halfLon * 0.9, lat: latitude + half * 0.3),
-                      GeoPoint(lon: halfLon * 1.4, lat: latitude), GeoPoint(lon: halfLon * 0.5, lat: latitude + half * 1.6)]
+        let points = [
+            GeoPoint(lon: 0, lat: latitude), GeoPoint(lon: halfLon * 0.9, lat: latitude + half * 0.3),
+            GeoPoint(lon: halfLon * 1.4, lat: latitude), GeoPoint(lon: halfLon * 0.5, lat: latitude + half * 1.6),
+        ]
         for point in points {
             var truth = Double.infinity
             for edge in 0..<4 {
@@ -69,7 +93,9 @@ struct GeometryTests {
                 let b = ring[edge + 1]
                 for step in 0...4000 {
                     let t = Double(step) / 4000
-                    truth = min(truth, Geodesy.distance(point, GeoPoint(lon: a.0 + (b.0 - a.0) * t, lat: a.1 + (b.1 - a.1) * t)))
+                    truth = min(
+                        truth, Geodesy.distance(point, GeoPoint(lon: a.0 + (b.0 - a.0) * t, lat: a.1 + (b.1 - a.1) * t))
+                    )
                 }
             }
             let inside = region.contains(point)
@@ -105,19 +131,21 @@ struct GeometryTests {
         #expect(region.crossing(from: GeoPoint(lon: -1, lat: 2), to: GeoPoint(lon: 3, lat: 2)) == nil)
     }
 
-    @Test("time zones: enclaves and antimeridian pieces locate correctly", arguments: [
-        // Dubai (UAE) with the Omani enclave Madha, which holds the UAE counter-enclave Nahwa.
-        (55.2708, 25.2048, ["Asia/Dubai"]),
-        (56.3220, 25.2830, ["Asia/Muscat"]),   // Madha
-        (56.2809, 25.2758, ["Asia/Dubai"]),    // Nahwa, inside Madha
-        (-177.0, -77.0, ["Antarctica/McMurdo"]),
-        (0.0, -89.9, ["Antarctica/McMurdo"]),  // the ring with edges along -90 holds the pole
-        (178.44, -18.14, ["Pacific/Fiji"]),    // Suva
-        (-179.87, -16.25, ["Pacific/Fiji"]),   // east of ±180
-        (179.1583, -8.6405, ["Pacific/Funafuti"]),
-        (-179.963, -9.4063, ["Pacific/Funafuti"]),  // the piece east of ±180
-        (0.0, 0.0, []),
-    ])
+    @Test(
+        "time zones: enclaves and antimeridian pieces locate correctly",
+        arguments: [
+            // Dubai (UAE) with the Omani enclave Madha, which holds the UAE counter-enclave Nahwa.
+            (55.2708, 25.2048, ["Asia/Dubai"]),
+            (56.3220, 25.2830, ["Asia/Muscat"]),  // Madha
+            (56.2809, 25.2758, ["Asia/Dubai"]),  // Nahwa, inside Madha
+            (-177.0, -77.0, ["Antarctica/McMurdo"]),
+            (0.0, -89.9, ["Antarctica/McMurdo"]),  // the ring with edges along -90 holds the pole
+            (178.44, -18.14, ["Pacific/Fiji"]),  // Suva
+            (-179.87, -16.25, ["Pacific/Fiji"]),  // east of ±180
+            (179.1583, -8.6405, ["Pacific/Funafuti"]),
+            (-179.963, -9.4063, ["Pacific/Funafuti"]),  // the piece east of ±180
+            (0.0, 0.0, []),
+        ])
     func timeZones(lon: Double, lat: Double, zones: [String]) throws {
         let document = RegionParser.parse(bytes: try Fixtures.data("tz/tz-sample.geojson"))
         let index = GeofenceIndex(document.regions)
@@ -127,7 +155,9 @@ struct GeometryTests {
 
 @Suite("Circle containment shortcut")
 struct CircleShortcutTests {
-    @Test("the flat-earth shortcut never disagrees with haversine", arguments: [0.0, 35.0, 48.85, 60.0, 75.0, 79.5, -66.0])
+    @Test(
+        "the flat-earth shortcut never disagrees with haversine",
+        arguments: [0.0, 35.0, 48.85, 60.0, 75.0, 79.5, -66.0])
     func shortcutAgrees(latitude: Double) {
         var rng = SystemRandomNumberGenerator()
         for radius in [1.0, 20.0, 150.0, 2_000.0, 30_000.0] {
@@ -138,7 +168,8 @@ struct CircleShortcutTests {
                 let bearing = Double.random(in: 0..<(2 * .pi), using: &rng)
                 let distance = radius * Double.random(in: 0.999...1.001, using: &rng)
                 let point = Geodesy.destination(center, bearing: bearing, distance: distance)
-                #expect(region.contains(point) == (Geodesy.distance(center, point) <= radius), "r \(radius) at \(point)")
+                #expect(
+                    region.contains(point) == (Geodesy.distance(center, point) <= radius), "r \(radius) at \(point)")
             }
         }
     }

@@ -1,19 +1,23 @@
 import Foundation
 import PerimeterKit
 import PerimeterTestSupport
+import Synchronization
 import Testing
 
 @Suite("Configuration: file, environment, flags")
 struct ConfigReaderTests {
     func file(_ json: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-config-\(UUID().uuidString).json").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-config-\(UUID().uuidString).json"
+        ).path
         try json.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 
     @Test("precedence: defaults < file < PERIMETER_* < --set")
     func precedence() throws {
-        let path = try file(#"{"broker": {"host": "file-host", "port": 1884, "clientId": "from-file"}, "log": {"level": "debug"}}"#)
+        let path = try file(
+            #"{"broker": {"host": "file-host", "port": 1884, "clientId": "from-file"}, "log": {"level": "debug"}}"#)
         let reader = try ConfigReader(
             filePath: path, environment: ["PERIMETER_BROKER_PORT": "1885", "PERIMETER_BROKER_CLIENT_ID": "from-env"],
             overrides: ["broker.clientId=from-flag"])
@@ -35,7 +39,10 @@ struct ConfigReaderTests {
             try reader.finish()
             Issue.record("a bad port was accepted")
         } catch {
-            #expect(error.description == #"configuration error: broker.port: expected an integer 1–65535, got "abc" (from PERIMETER_BROKER_PORT)"#)
+            #expect(
+                error.description
+                    == #"configuration error: broker.port: expected an integer 1–65535, got "abc" (from PERIMETER_BROKER_PORT)"#
+            )
         }
     }
 
@@ -52,7 +59,10 @@ struct ConfigReaderTests {
             let lines = error.problems.map(\.description)
             #expect(lines.contains("broker.port: expected an integer 1–65535, got 70000 (from \(path))"))
             #expect(lines.contains("broker.protocol: expected one of 5, 3.1.1, got \"4\" (from \(path))"))
-            #expect(lines.contains("log.level: expected one of trace, debug, info, notice, warning, error, critical, got \"loud\" (from \(path))"))
+            #expect(
+                lines.contains(
+                    "log.level: expected one of trace, debug, info, notice, warning, error, critical, got \"loud\" (from \(path))"
+                ))
             #expect(lines.contains("broker.prot: unknown setting (did you mean broker.port?) (from \(path))"))
             #expect(lines.contains { $0.hasPrefix("broker.tls.keyFile: a client certificate and its key go together") })
             #expect(error.problems.count == 5)
@@ -72,7 +82,9 @@ struct ConfigReaderTests {
 
     @Test("secrets are redacted in the printed configuration")
     func redaction() throws {
-        let reader = try ConfigReader(environment: ["PERIMETER_BROKER_USERNAME": "svc", "PERIMETER_BROKER_PASSWORD": "hunter2"])
+        let reader = try ConfigReader(environment: [
+            "PERIMETER_BROKER_USERNAME": "svc", "PERIMETER_BROKER_PASSWORD": "hunter2",
+        ])
         let broker = BrokerSettings.read(from: reader, defaultClientID: "x")
         try reader.finish()
         #expect(broker.password == "hunter2")
@@ -81,10 +93,12 @@ struct ConfigReaderTests {
         #expect(!reader.effectiveMetadata.values.contains { $0.description.contains("hunter2") })
     }
 
-    @Test("environment variable names", arguments: [
-        ("broker.port", "PERIMETER_BROKER_PORT"), ("broker.clientId", "PERIMETER_BROKER_CLIENT_ID"),
-        ("broker.tls.caFile", "PERIMETER_BROKER_TLS_CA_FILE"), ("log.level", "PERIMETER_LOG_LEVEL"),
-    ])
+    @Test(
+        "environment variable names",
+        arguments: [
+            ("broker.port", "PERIMETER_BROKER_PORT"), ("broker.clientId", "PERIMETER_BROKER_CLIENT_ID"),
+            ("broker.tls.caFile", "PERIMETER_BROKER_TLS_CA_FILE"), ("log.level", "PERIMETER_LOG_LEVEL"),
+        ])
     func environmentNames(key: String, variable: String) {
         #expect(ConfigReader.environmentName(for: key) == variable)
     }
@@ -95,7 +109,8 @@ struct LoggerTests {
     @Test("JSON lines carry level, label, message and dotted metadata")
     func jsonLines() throws {
         let lines = LinesBox()
-        var logger = Logger(label: "evaluator", level: .info, handler: StreamLogHandler(format: .json) { lines.append($0) })
+        var logger = Logger(
+            label: "evaluator", level: .info, handler: StreamLogHandler(format: .json) { lines.append($0) })
         logger[metadataKey: "venue"] = "museum"
         logger.info("region loaded", metadata: ["region.id": "gallery-3"])
         logger.debug("not shown")
@@ -112,7 +127,8 @@ struct LoggerTests {
     @Test("logfmt quotes what needs quoting")
     func logfmt() {
         let lines = LinesBox()
-        let logger = Logger(label: "kit", level: .trace, handler: StreamLogHandler(format: .logfmt) { lines.append($0) })
+        let logger = Logger(
+            label: "kit", level: .trace, handler: StreamLogHandler(format: .logfmt) { lines.append($0) })
         logger.warning("broker said \"no\"", metadata: ["mqtt.topic": "a/b", "why": "two words"])
         let line = lines.all[0]
         #expect(line.contains(#"level=warning label=kit msg="broker said \"no\"""#))
@@ -138,5 +154,3 @@ final class LinesBox: Sendable {
     func append(_ line: String) { storage.withLock { $0.append(line.trimmingCharacters(in: .newlines)) } }
     var all: [String] { storage.withLock { $0 } }
 }
-
-import Synchronization

@@ -41,7 +41,8 @@ struct ServiceGroupTests {
         let journal = Journal()
         let group = ServiceGroup(
             services: [
-                RecordingService(name: "broker", journal: journal), RecordingService(name: "evaluator", journal: journal),
+                RecordingService(name: "broker", journal: journal),
+                RecordingService(name: "evaluator", journal: journal),
                 RecordingService(name: "timer", journal: journal, finishAfter: .milliseconds(100)),
             ], logger: .discarding(), handlesSignals: false)
         let outcome = try await group.run()
@@ -54,7 +55,10 @@ struct ServiceGroupTests {
     func failure() async throws {
         let journal = Journal()
         let group = ServiceGroup(
-            services: [RecordingService(name: "a", journal: journal), RecordingService(name: "b", journal: journal, failAfter: .milliseconds(50))],
+            services: [
+                RecordingService(name: "a", journal: journal),
+                RecordingService(name: "b", journal: journal, failAfter: .milliseconds(50)),
+            ],
             logger: .discarding(), handlesSignals: false)
         await #expect(throws: ServiceGroupError.self) { try await group.run() }
         #expect(journal.all.last == "stop a")
@@ -64,7 +68,9 @@ struct ServiceGroupTests {
     func cancellation() async throws {
         let journal = Journal()
         let task = Task {
-            try await ServiceGroup(services: [RecordingService(name: "a", journal: journal)], logger: .discarding(), handlesSignals: false).run()
+            try await ServiceGroup(
+                services: [RecordingService(name: "a", journal: journal)], logger: .discarding(), handlesSignals: false
+            ).run()
         }
         try await Task.sleep(for: .milliseconds(50))
         task.cancel()

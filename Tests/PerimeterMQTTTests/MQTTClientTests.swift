@@ -7,7 +7,9 @@ import Testing
 /// The client against a real Debian mosquitto, one broker per test on its own port.
 @Suite("MQTT client against a real broker")
 struct MQTTClientTests {
-    @Test("round trip at every QoS and protocol version", arguments: QoS.allCases, [MQTTConfiguration.ProtocolVersion.v5, .v311])
+    @Test(
+        "round trip at every QoS and protocol version", arguments: QoS.allCases,
+        [MQTTConfiguration.ProtocolVersion.v5, .v311])
     func roundTrip(qos: QoS, version: MQTTConfiguration.ProtocolVersion) async throws {
         let broker = try await TestBroker.start()
         defer { broker.kill() }
@@ -102,9 +104,11 @@ struct MQTTClientTests {
         defer { broker.kill() }
         let publisher = try await broker.connectedClient("pub")
         try await publisher.publish(
-            "t/expiry/short", "soon gone", qos: .atLeastOnce, retain: true, properties: MQTTProperties(messageExpiry: 1))
+            "t/expiry/short", "soon gone", qos: .atLeastOnce, retain: true, properties: MQTTProperties(messageExpiry: 1)
+        )
         try await publisher.publish(
-            "t/expiry/long", "still here", qos: .atLeastOnce, retain: true, properties: MQTTProperties(messageExpiry: 600))
+            "t/expiry/long", "still here", qos: .atLeastOnce, retain: true,
+            properties: MQTTProperties(messageExpiry: 600))
         try await Task.sleep(for: .milliseconds(2200))
         let late = try await broker.connectedClient("late")
         try await late.subscribe("t/expiry/#")
@@ -123,14 +127,20 @@ struct MQTTClientTests {
         // A clean disconnect: the peer says goodbye; no will.
         let polite = try ChildProcess(
             Products.executable("perimeter-testpeer"),
-            ["mqtt-will", "--port", "\(broker.port)", "--topic", "t/will/polite", "--protocol", version, "--then", "disconnect"])
+            [
+                "mqtt-will", "--port", "\(broker.port)", "--topic", "t/will/polite", "--protocol", version, "--then",
+                "disconnect",
+            ])
         _ = try await polite.waitForLine(containing: "disconnected")
         #expect(await polite.finish().termination == .exited(0))
 
         // Killed: the broker notices the dead connection and publishes the will.
         let doomed = try ChildProcess(
             Products.executable("perimeter-testpeer"),
-            ["mqtt-will", "--port", "\(broker.port)", "--topic", "t/will/killed", "--payload", "offline", "--protocol", version])
+            [
+                "mqtt-will", "--port", "\(broker.port)", "--topic", "t/will/killed", "--payload", "offline",
+                "--protocol", version,
+            ])
         _ = try await doomed.waitForLine(containing: "ready")
         doomed.kill(SIGKILL)
 
@@ -145,7 +155,8 @@ struct MQTTClientTests {
         defer { broker.kill() }
         let watcher = try await broker.connectedClient("watcher")
         try await watcher.subscribe("t/own/#")
-        let will = MQTTConfiguration.Will(topic: "t/own/will", payload: Array("gone".utf8), qos: .atLeastOnce, retain: false)
+        let will = MQTTConfiguration.Will(
+            topic: "t/own/will", payload: Array("gone".utf8), qos: .atLeastOnce, retain: false)
         let client = try MQTTClient(broker.clientConfiguration("willing", will: will))
         try await client.connect()
         await client.disconnect()
@@ -292,10 +303,12 @@ struct MQTTClientTests {
         #expect(await iterator.next() == nil)
     }
 
-    @Test("topic matching is libmosquitto's", arguments: [
-        ("a/+/c", "a/b/c", true), ("a/#", "a", true), ("a/#", "a/b/c", true), ("+/b", "a/b", true),
-        ("a/+", "a/b/c", false), ("a/b", "a/b/", false), ("#", "$SYS/x", false), ("a/+/c", "a//c", true),
-    ])
+    @Test(
+        "topic matching is libmosquitto's",
+        arguments: [
+            ("a/+/c", "a/b/c", true), ("a/#", "a", true), ("a/#", "a/b/c", true), ("+/b", "a/b", true),
+            ("a/+", "a/b/c", false), ("a/b", "a/b/", false), ("#", "$SYS/x", false), ("a/+/c", "a//c", true),
+        ])
     func topicMatching(filter: String, topic: String, matches: Bool) {
         #expect(MQTTTopic.matches(filter: filter, topic: topic) == matches)
     }
@@ -306,9 +319,11 @@ struct MQTTClientTests {
 struct MQTTTLSTests {
     /// A CA, a server certificate for 127.0.0.1 and a client certificate, in a fresh directory.
     static func makeCertificates() throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-tls-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        try "subjectAltName=IP:127.0.0.1\n".write(to: directory.appendingPathComponent("san.ext"), atomically: true, encoding: .utf8)
+        try "subjectAltName=IP:127.0.0.1\n".write(
+            to: directory.appendingPathComponent("san.ext"), atomically: true, encoding: .utf8)
         let script = """
             set -e
             openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj /CN=perimeter-test-ca -days 2
@@ -317,7 +332,8 @@ struct MQTTTLSTests {
             openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=perimeter-test-client
             openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2
             """
-        let child = try Subprocess.spawn("/bin/sh", ["-c", "cd '\(directory.path)' && \(script)"], stdout: .null, stderr: .null)
+        let child = try Subprocess.spawn(
+            "/bin/sh", ["-c", "cd '\(directory.path)' && \(script)"], stdout: .null, stderr: .null)
         let termination = child.waitBlocking()
         guard termination == .exited(0) else {
             throw ChildFailure(message: "openssl failed (\(termination)); install it with: apt-get install -y openssl")

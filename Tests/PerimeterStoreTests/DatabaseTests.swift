@@ -5,7 +5,8 @@ import Testing
 
 /// A fresh directory for one test's database files.
 func temporaryDatabasePath(_ name: String = "test.sqlite") throws -> String {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-store-\(UUID().uuidString)")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "perimeter-store-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     return directory.appendingPathComponent(name).path
 }
@@ -14,10 +15,12 @@ func temporaryDatabasePath(_ name: String = "test.sqlite") throws -> String {
 struct DatabaseTests {
     static let schema = [
         Migration(1, "regions", sql: "CREATE TABLE regions(id TEXT PRIMARY KEY, name TEXT, radius REAL)"),
-        Migration(2, "state", sql: """
-            CREATE TABLE state(subject TEXT NOT NULL, region TEXT NOT NULL REFERENCES regions(id), seq INTEGER NOT NULL,
-                               PRIMARY KEY(subject, region));
-            """),
+        Migration(
+            2, "state",
+            sql: """
+                CREATE TABLE state(subject TEXT NOT NULL, region TEXT NOT NULL REFERENCES regions(id), seq INTEGER NOT NULL,
+                                   PRIMARY KEY(subject, region));
+                """),
     ]
 
     @Test("a file database is in WAL mode and round-trips every value type")
@@ -56,9 +59,10 @@ struct DatabaseTests {
         let path = try temporaryDatabasePath()
         let database = try Database(path: path)
         try database.migrate(Self.schema)
-        let broken = Self.schema + [
-            Migration(3, "half done", sql: "CREATE TABLE extra(x); INSERT INTO nowhere VALUES (1);")
-        ]
+        let broken =
+            Self.schema + [
+                Migration(3, "half done", sql: "CREATE TABLE extra(x); INSERT INTO nowhere VALUES (1);")
+            ]
         do {
             try database.migrate(broken)
             Issue.record("a broken migration succeeded")
@@ -142,7 +146,9 @@ struct DatabaseTests {
         #expect(database.cachedStatementCount == base + 1)
         _ = try database.query("SELECT id FROM regions WHERE radius > ?", 50.0)
         #expect(database.cachedStatementCount == base + 2)
-        #expect(throws: StoreError.self) { try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r1", 1.0) }
+        #expect(throws: StoreError.self) {
+            try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r1", 1.0)
+        }
         #expect(database.cachedStatementCount == base + 1)
         try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r100", 100.0)
         #expect(try database.scalar("SELECT count(*) FROM regions")?.int == 101)
@@ -200,7 +206,8 @@ struct CrashTests {
     func killedInsideTransaction() async throws {
         let path = try temporaryDatabasePath()
         let writer = try ChildProcess(
-            Products.executable("perimeter-testpeer"), ["store-crash", "--path", path, "--rows", "500", "--hold-after", "3"])
+            Products.executable("perimeter-testpeer"),
+            ["store-crash", "--path", path, "--rows", "500", "--hold-after", "3"])
         try await writer.waitForLine(containing: "holding")
         writer.kill(SIGKILL)
         let state = try checkInvariant(path)
@@ -213,7 +220,8 @@ struct CrashTests {
         let path = try temporaryDatabasePath()
         var previous = 0
         for round in 0..<6 {
-            let writer = try ChildProcess(Products.executable("perimeter-testpeer"), ["store-crash", "--path", path, "--rows", "300"])
+            let writer = try ChildProcess(
+                Products.executable("perimeter-testpeer"), ["store-crash", "--path", path, "--rows", "300"])
             try await writer.waitForLine(containing: "committed")
             try await Task.sleep(for: .milliseconds(Int.random(in: 5...120)))
             writer.kill(SIGKILL)

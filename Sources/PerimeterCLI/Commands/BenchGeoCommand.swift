@@ -67,7 +67,8 @@ struct BenchGeoCommand: ParsableCommand {
     }
 
     func run() async throws {
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-bench-geo-\(UUID().uuidString)")
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-bench-geo-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
         #if DEBUG
@@ -89,14 +90,18 @@ struct BenchGeoCommand: ParsableCommand {
             let ours = try measure(regionsPath: fencePath, points: queries)
             print(ours.report)
             if let python {
-                let shapely = try python.run(["--engine", "shapely", "--regions", fencePath, "--points", pointPath], hits: true, work: work)
+                let shapely = try python.run(
+                    ["--engine", "shapely", "--regions", fencePath, "--points", pointPath], hits: true, work: work)
                 print(shapely.report)
-                let parity = Parity.compare(ours: ours.hitsPerPoint, theirs: shapely.hits!, points: queries, index: ours.index)
+                let parity = Parity.compare(
+                    ours: ours.hitsPerPoint, theirs: shapely.hits!, points: queries, index: ours.index)
                 print(parity.report)
                 let ratio = ours.pointsPerSecond / shapely.pointsPerSecond
                 print(String(format: "ratio perimeter / shapely: %.2f×", ratio))
-                summary.append(String(format: "%d km box: perimeter %.2f M pts/s, shapely %.2f M pts/s, ratio %.2f×; %@",
-                    Int(km), ours.pointsPerSecond / 1e6, shapely.pointsPerSecond / 1e6, ratio, parity.summary))
+                summary.append(
+                    String(
+                        format: "%d km box: perimeter %.2f M pts/s, shapely %.2f M pts/s, ratio %.2f×; %@",
+                        Int(km), ours.pointsPerSecond / 1e6, shapely.pointsPerSecond / 1e6, ratio, parity.summary))
             }
         }
 
@@ -112,24 +117,35 @@ struct BenchGeoCommand: ParsableCommand {
                 let slowPath = work.appendingPathComponent("points-globe-slow.f64").path
                 try SyntheticFences.writePoints(Array(queries.prefix(slowBaselinePoints)), to: slowPath)
                 let prepared = try python.run(
-                    ["--engine", "shapely", "--mode", "prepared-pairs", "--regions", regions, "--points", pointPath], hits: true, work: work)
+                    ["--engine", "shapely", "--mode", "prepared-pairs", "--regions", regions, "--points", pointPath],
+                    hits: true, work: work)
                 print(prepared.report)
-                let plain = try python.run(["--engine", "shapely", "--regions", regions, "--points", slowPath], hits: false, work: work)
+                let plain = try python.run(
+                    ["--engine", "shapely", "--regions", regions, "--points", slowPath], hits: false, work: work)
                 print(plain.report)
-                let loop = try python.run(["--engine", "timezonefinder", "--points", pointPath], hits: false, work: work)
+                let loop = try python.run(
+                    ["--engine", "timezonefinder", "--points", pointPath], hits: false, work: work)
                 print(loop.report)
-                let batch = try python.run(["--engine", "timezonefinder", "--mode", "batch", "--points", pointPath], hits: false, work: work)
+                let batch = try python.run(
+                    ["--engine", "timezonefinder", "--mode", "batch", "--points", pointPath], hits: false, work: work)
                 print(batch.report)
-                let parity = Parity.compare(ours: ours.hitsPerPoint, theirs: prepared.hits!, points: queries, index: ours.index)
+                let parity = Parity.compare(
+                    ours: ours.hitsPerPoint, theirs: prepared.hits!, points: queries, index: ours.index)
                 print(parity.report)
                 for baseline in [plain, prepared, loop, batch] {
-                    print(String(format: "ratio perimeter / %@: %.2f×", baseline.label, ours.pointsPerSecond / baseline.pointsPerSecond))
+                    print(
+                        String(
+                            format: "ratio perimeter / %@: %.2f×", baseline.label,
+                            ours.pointsPerSecond / baseline.pointsPerSecond))
                 }
-                summary.append(String(format: "regions: perimeter %.2f M pts/s; vs %@ %.1f×, %@ %.1f×, %@ %.1f×, %@ %.1f×; %@",
-                    ours.pointsPerSecond / 1e6, plain.label, ours.pointsPerSecond / plain.pointsPerSecond,
-                    prepared.label, ours.pointsPerSecond / prepared.pointsPerSecond, loop.label,
-                    ours.pointsPerSecond / loop.pointsPerSecond, batch.label, ours.pointsPerSecond / batch.pointsPerSecond,
-                    parity.summary))
+                summary.append(
+                    String(
+                        format: "regions: perimeter %.2f M pts/s; vs %@ %.1f×, %@ %.1f×, %@ %.1f×, %@ %.1f×; %@",
+                        ours.pointsPerSecond / 1e6, plain.label, ours.pointsPerSecond / plain.pointsPerSecond,
+                        prepared.label, ours.pointsPerSecond / prepared.pointsPerSecond, loop.label,
+                        ours.pointsPerSecond / loop.pointsPerSecond, batch.label,
+                        ours.pointsPerSecond / batch.pointsPerSecond,
+                        parity.summary))
             }
         }
         if !summary.isEmpty {
@@ -150,8 +166,11 @@ struct BenchGeoCommand: ParsableCommand {
         var hitsPerPoint: [[String]]
 
         var report: String {
-            String(format: "perimeter: %d regions, parse+validate %.2f s, build %.2f s, query %.3f s: %.0f points/s, %d hits (%.2f per point); peak RSS %.0f MB",
-                regionCount, parseSeconds, buildSeconds, querySeconds, pointsPerSecond, hits, Double(hits) / Double(max(hitsPerPoint.count, 1)), memoryMB)
+            String(
+                format:
+                    "perimeter: %d regions, parse+validate %.2f s, build %.2f s, query %.3f s: %.0f points/s, %d hits (%.2f per point); peak RSS %.0f MB",
+                regionCount, parseSeconds, buildSeconds, querySeconds, pointsPerSecond, hits,
+                Double(hits) / Double(max(hitsPerPoint.count, 1)), memoryMB)
         }
     }
 
@@ -160,7 +179,9 @@ struct BenchGeoCommand: ParsableCommand {
         let document = try InputFiles.regions(regionsPath)
         let parseSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - started)
         if !document.problems.isEmpty {
-            Output.error("\(regionsPath): \(document.problems.count) problem(s), first: \(document.problems[0]); benchmarking the valid regions")
+            Output.error(
+                "\(regionsPath): \(document.problems.count) problem(s), first: \(document.problems[0]); benchmarking the valid regions"
+            )
         }
         started = ContinuousClock.now
         let index = GeofenceIndex(document.regions.filter(\.isGeographic))
@@ -184,7 +205,8 @@ struct BenchGeoCommand: ParsableCommand {
         }
         return Measurement(
             index: index, regionCount: index.count, parseSeconds: parseSeconds, buildSeconds: buildSeconds,
-            querySeconds: querySeconds, hits: hits, pointsPerSecond: Double(points.count) / querySeconds, memoryMB: memory,
+            querySeconds: querySeconds, hits: hits, pointsPerSecond: Double(points.count) / querySeconds,
+            memoryMB: memory,
             hitsPerPoint: perPoint)
     }
 }
@@ -205,16 +227,25 @@ struct BaselineRunner {
     static func prepare(venv: String, scripts: String) throws -> BaselineRunner {
         let script = "\(scripts)/geo_baseline.py"
         guard FileManager.default.fileExists(atPath: script) else {
-            throw ExitCode(1, "\(script) not found: run from the repository root or pass --scripts DIR (or --no-baseline)")
+            throw ExitCode(
+                1, "\(script) not found: run from the repository root or pass --scripts DIR (or --no-baseline)")
         }
         let python = "\(venv)/bin/python"
         if !FileManager.default.isExecutableFile(atPath: python) {
-            Output.error("creating the baseline environment in \(venv) (python3 -m venv; pip install -r \(scripts)/requirements.txt)")
+            Output.error(
+                "creating the baseline environment in \(venv) (python3 -m venv; pip install -r \(scripts)/requirements.txt)"
+            )
             try runChecked("/usr/bin/env", ["python3", "-m", "venv", venv])
             try runChecked(python, ["-m", "pip", "install", "--quiet", "-r", "\(scripts)/requirements.txt"])
         }
-        let versions = try capture(python, ["-c", "import shapely, timezonefinder, importlib.metadata as m; print('shapely', shapely.__version__, 'GEOS', shapely.geos_version_string, 'timezonefinder', m.version('timezonefinder'))"])
-        return BaselineRunner(python: python, script: script, versions: versions.trimmingCharacters(in: .whitespacesAndNewlines))
+        let versions = try capture(
+            python,
+            [
+                "-c",
+                "import shapely, timezonefinder, importlib.metadata as m; print('shapely', shapely.__version__, 'GEOS', shapely.geos_version_string, 'timezonefinder', m.version('timezonefinder'))",
+            ])
+        return BaselineRunner(
+            python: python, script: script, versions: versions.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     func run(_ arguments: [String], hits: Bool, work: URL) throws -> Result {
@@ -222,15 +253,19 @@ struct BaselineRunner {
         let hitsPath = work.appendingPathComponent("hits-\(UUID().uuidString).txt").path
         if hits { arguments += ["--hits-out", hitsPath] }
         let output = try Self.capture(python, [script] + arguments)
-        guard let line = output.split(separator: "\n").last, case .object(let result) = try JSONValue(parsing: String(line)) else {
+        guard let line = output.split(separator: "\n").last,
+            case .object(let result) = try JSONValue(parsing: String(line))
+        else {
             throw ExitCode(1, "geo_baseline.py printed no result: \(output)")
         }
         let engine = result["engine"]?.stringValue ?? "?"
         let mode = result["mode"]?.stringValue ?? "?"
         let rate = result["points_per_s"]?.doubleValue ?? 0
         let label = "\(engine) (\(mode))"
-        let report = String(format: "%@: build %.2f s, query %.3f s: %.0f points/s, %d hits",
-            label, result["build_seconds"]?.doubleValue ?? 0, result["query_seconds"]?.doubleValue ?? 0, rate, result["hits"]?.intValue ?? 0)
+        let report = String(
+            format: "%@: build %.2f s, query %.3f s: %.0f points/s, %d hits",
+            label, result["build_seconds"]?.doubleValue ?? 0, result["query_seconds"]?.doubleValue ?? 0, rate,
+            result["hits"]?.intValue ?? 0)
         var perPoint: [[String]]?
         if hits {
             let data = try InputFiles.read(hitsPath)
@@ -242,7 +277,9 @@ struct BaselineRunner {
     static func runChecked(_ executable: String, _ arguments: [String]) throws {
         let child = try Subprocess.spawn(executable, arguments)
         let termination = child.waitBlocking()
-        guard termination == .exited(0) else { throw ExitCode(1, "\(executable) \(arguments.joined(separator: " ")): \(termination)") }
+        guard termination == .exited(0) else {
+            throw ExitCode(1, "\(executable) \(arguments.joined(separator: " ")): \(termination)")
+        }
     }
 
     static func capture(_ executable: String, _ arguments: [String]) throws -> String {
@@ -285,13 +322,18 @@ enum Parity {
                     polygonNearEdge += 1
                 } else {
                     polygonDisagreements += 1
-                    if examples.count < 5 { examples.append("\(point) \(id): perimeter \(a.contains(id)), shapely \(b.contains(id))") }
+                    if examples.count < 5 {
+                        examples.append("\(point) \(id): perimeter \(a.contains(id)), shapely \(b.contains(id))")
+                    }
                 }
             }
         }
-        var report = "parity with shapely over \(min(points.count, theirs.count)) points: polygons \(polygonDisagreements) disagreement(s) beyond 1e-9° of an edge, \(polygonNearEdge) within it; circles \(circleDisagreements) in the sliver between the circle and shapely's 64-gon"
+        var report =
+            "parity with shapely over \(min(points.count, theirs.count)) points: polygons \(polygonDisagreements) disagreement(s) beyond 1e-9° of an edge, \(polygonNearEdge) within it; circles \(circleDisagreements) in the sliver between the circle and shapely's 64-gon"
         if !examples.isEmpty { report += "\n  e.g. " + examples.joined(separator: "\n  e.g. ") }
-        let summary = polygonDisagreements == 0 ? "polygon containment identical to shapely" : "\(polygonDisagreements) polygon disagreements"
+        let summary =
+            polygonDisagreements == 0
+            ? "polygon containment identical to shapely" : "\(polygonDisagreements) polygon disagreements"
         return Outcome(report: report, summary: summary)
     }
 
@@ -327,7 +369,9 @@ enum SyntheticFences {
     static func box(km: Double) -> BoundingBox {
         let halfLat = Geodesy.latitudeDegrees(meters: km * 500)
         let halfLon = halfLat / cos(center.lat * .pi / 180)
-        return BoundingBox(minLon: center.lon - halfLon, minLat: center.lat - halfLat, maxLon: center.lon + halfLon, maxLat: center.lat + halfLat)
+        return BoundingBox(
+            minLon: center.lon - halfLon, minLat: center.lat - halfLat, maxLon: center.lon + halfLon,
+            maxLat: center.lat + halfLat)
     }
 
     /// Half circles (`c…`), half polygons (`p…`, alternately convex and star-shaped), sizes
@@ -342,7 +386,8 @@ enum SyntheticFences {
             let radius = diameter / 2
             if index > 0 { text += ",\n" }
             if index % 2 == 0 {
-                text += "{\"type\":\"Feature\",\"id\":\"c\(index)\",\"properties\":{\"radius\":\(radius)},\"geometry\":{\"type\":\"Point\",\"coordinates\":[\(lon),\(lat)]}}"
+                text +=
+                    "{\"type\":\"Feature\",\"id\":\"c\(index)\",\"properties\":{\"radius\":\(radius)},\"geometry\":{\"type\":\"Point\",\"coordinates\":[\(lon),\(lat)]}}"
                 continue
             }
             let vertices = 4 + Int(rng.next() % 29)
@@ -358,14 +403,17 @@ enum SyntheticFences {
                 ring.append("[\(x),\(y)]")
             }
             ring.append(ring[0])
-            text += "{\"type\":\"Feature\",\"id\":\"p\(index)\",\"properties\":{},\"geometry\":{\"type\":\"Polygon\",\"coordinates\":[[\(ring.joined(separator: ","))]]}}"
+            text +=
+                "{\"type\":\"Feature\",\"id\":\"p\(index)\",\"properties\":{},\"geometry\":{\"type\":\"Polygon\",\"coordinates\":[[\(ring.joined(separator: ","))]]}}"
         }
         text += "\n]}\n"
         try text.write(toFile: path, atomically: false, encoding: .utf8)
     }
 
     static func uniformPoints(_ count: Int, in box: BoundingBox, rng: inout SplitMix64) -> [GeoPoint] {
-        (0..<count).map { _ in GeoPoint(lon: rng.uniform(box.minLon, box.maxLon), lat: rng.uniform(box.minLat, box.maxLat)) }
+        (0..<count).map { _ in
+            GeoPoint(lon: rng.uniform(box.minLon, box.maxLon), lat: rng.uniform(box.minLat, box.maxLat))
+        }
     }
 
     /// Little-endian float64 (lon, lat) pairs, as geo_baseline.py reads them.

@@ -48,13 +48,16 @@ struct BenchMQTTCommand: ParsableCommand {
         defer { broker?.kill() }
         let endpoint = (host: host ?? "127.0.0.1", port: broker?.port ?? port)
         let tools = try ["mosquitto_pub", "mosquitto_sub"].map(Self.locate)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-bench-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let payload = Self.payload(size: size)
         let chunks = try Self.writeChunks(payload: payload, count: count, qos: qos, directory: directory)
 
-        print("perimeter bench mqtt: \(count) messages of \(size) bytes at QoS \(qos), broker \(endpoint.host):\(endpoint.port)")
+        print(
+            "perimeter bench mqtt: \(count) messages of \(size) bytes at QoS \(qos), broker \(endpoint.host):\(endpoint.port)"
+        )
         print("libmosquitto \(MQTTClient.libraryVersion); baseline mosquitto_pub -l | mosquitto_sub -C")
         print("round  mosquitto_pub/sub msg/s  perimeter msg/s  ratio")
         var baseline: [Double] = []
@@ -62,7 +65,8 @@ struct BenchMQTTCommand: ParsableCommand {
         for round in 1...rounds {
             let base = try await Self.runBaseline(
                 tools: tools, endpoint: endpoint, qos: qos, count: count, chunks: chunks, round: round)
-            let own = try await Self.runOurs(endpoint: endpoint, qos: qosLevel, count: count, payload: payload, round: round)
+            let own = try await Self.runOurs(
+                endpoint: endpoint, qos: qosLevel, count: count, payload: payload, round: round)
             baseline.append(Double(count) / base)
             ours.append(Double(count) / own)
             print(
@@ -84,7 +88,8 @@ struct BenchMQTTCommand: ParsableCommand {
 
     static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     static func locate(_ tool: String) throws -> String {
@@ -103,7 +108,9 @@ struct BenchMQTTCommand: ParsableCommand {
     }
 
     /// Input files for mosquitto_pub -l: one line per message, in chunks it can finish.
-    static func writeChunks(payload: [UInt8], count: Int, qos: Int, directory: URL) throws -> [(path: String, lines: Int)] {
+    static func writeChunks(
+        payload: [UInt8], count: Int, qos: Int, directory: URL
+    ) throws -> [(path: String, lines: Int)] {
         let perChunk = qos == 0 ? count : 50_000
         var chunks: [(String, Int)] = []
         var remaining = count
@@ -134,7 +141,10 @@ struct BenchMQTTCommand: ParsableCommand {
         let topic = "perimeter-bench/base/\(round)"
         let subscriber = try Subprocess.spawn(
             tools[1],
-            ["-h", endpoint.host, "-p", "\(endpoint.port)", "-t", topic, "-q", "\(qos)", "-C", "\(count)", "-i", "bench-sub-\(round)-\(getpid())"],
+            [
+                "-h", endpoint.host, "-p", "\(endpoint.port)", "-t", topic, "-q", "\(qos)", "-C", "\(count)", "-i",
+                "bench-sub-\(round)-\(getpid())",
+            ],
             stdout: .null, stderr: .inherit)
         // mosquitto_sub says nothing when subscribed; give it a moment.
         try await Task.sleep(for: .milliseconds(400))
@@ -167,7 +177,8 @@ struct BenchMQTTCommand: ParsableCommand {
         subscriberConfiguration.inboundBufferSize = count + 16
         let subscriber = try MQTTClient(subscriberConfiguration)
         let publisher = try MQTTClient(
-            MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: "perimeter-bench-pub-\(round)-\(getpid())"))
+            MQTTConfiguration(
+                host: endpoint.host, port: endpoint.port, clientID: "perimeter-bench-pub-\(round)-\(getpid())"))
         try await subscriber.connect()
         try await publisher.connect()
         try await subscriber.subscribe(topic, qos: qos)
@@ -207,7 +218,8 @@ struct BenchMQTTCommand: ParsableCommand {
         await publisher.disconnect()
         await subscriber.disconnect()
         guard seen == count else {
-            throw ExitCode(1, "perimeter subscriber received \(seen) of \(count) messages (dropped \(subscriber.droppedMessages))")
+            throw ExitCode(
+                1, "perimeter subscriber received \(seen) of \(count) messages (dropped \(subscriber.droppedMessages))")
         }
         return elapsed
     }

@@ -27,11 +27,14 @@ struct LocateCommand: ParsableCommand {
         let index = GeofenceIndex(loaded.filter(\.isGeographic))
         let name = points ?? "<stdin>"
         var lines = Lines(data: try InputFiles.read(points)).makeIterator()
-        guard let headerLine = lines.next() else { throw ExitCode(1, "\(name): empty input; expected a CSV header with lat and lon") }
+        guard let headerLine = lines.next() else {
+            throw ExitCode(1, "\(name): empty input; expected a CSV header with lat and lon")
+        }
         let header = try CSV.fields(headerLine).map { $0.trimmingCharacters(in: .whitespaces) }
         let lowered = header.map { $0.lowercased() }
         guard let latColumn = lowered.firstIndex(of: "lat"), let lonColumn = lowered.firstIndex(of: "lon") else {
-            throw ExitCode(1, "\(name): the header must have 'lat' and 'lon' columns; it has \(header.joined(separator: ", "))")
+            throw ExitCode(
+                1, "\(name): the header must have 'lat' and 'lon' columns; it has \(header.joined(separator: ", "))")
         }
         var output = LineWriter()
         output.write(CSV.line(header + ["regions"]))
@@ -51,7 +54,8 @@ struct LocateCommand: ParsableCommand {
                 continue
             }
             guard fields.count == header.count else {
-                Output.error("\(name):\(lineNumber): expected \(header.count) fields as in the header, got \(fields.count)")
+                Output.error(
+                    "\(name):\(lineNumber): expected \(header.count) fields as in the header, got \(fields.count)")
                 bad += 1
                 continue
             }

@@ -58,15 +58,20 @@ struct ReplayCommand: ParsableCommand {
         if interval.map({ $0 <= 0 }) == true { throw ValidationError("--interval must be positive") }
         if kIn < 0 || kOut < 0 { throw ValidationError("--k-in and --k-out must not be negative") }
         if staleAfter <= 0 { throw ValidationError("--stale-after must be positive") }
-        if TimeZone(identifier: timeZone) == nil { throw ValidationError("--time-zone: unknown time zone '\(timeZone)'") }
+        if TimeZone(identifier: timeZone) == nil {
+            throw ValidationError("--time-zone: unknown time zone '\(timeZone)'")
+        }
     }
 
     func run() async throws {
         let loaded = try InputFiles.usableRegions(regions, skipInvalid: skipInvalid)
         let data = try InputFiles.read(track)
-        let subjectID = subject ?? (track == "-" ? "subject" : URL(fileURLWithPath: track).deletingPathExtension().lastPathComponent)
+        let subjectID =
+            subject
+            ?? (track == "-" ? "subject" : URL(fileURLWithPath: track).deletingPathExtension().lastPathComponent)
         let reader = TrackReader(subject: subjectID, defaultAccuracy: accuracy, interval: interval)
-        let records = try reader.read(data, format: format ?? TrackReader.guessFormat(path: track, data: data), name: track)
+        let records = try reader.read(
+            data, format: format ?? TrackReader.guessFormat(path: track, data: data), name: track)
         let parameters = GeofenceParameters(
             venue: venue, kIn: kIn, kOut: kOut, staleAfter: staleAfter, timeZone: TimeZone(identifier: timeZone)!)
         var engine = GeofenceEngine(regions: loaded, parameters: parameters)

@@ -49,7 +49,11 @@ struct UpCommand: ParsableCommand {
             reader.reject("venue.name", "must be a non-empty topic level without '/', '+' or '#'")
         }
         try reader.finish()
-        return (Settings(broker: broker, embedded: embedded, venue: venue, regionsPath: regionsPath, prefix: prefix, log: log), reader)
+        return (
+            Settings(
+                broker: broker, embedded: embedded, venue: venue, regionsPath: regionsPath, prefix: prefix, log: log),
+            reader
+        )
     }
 
     mutating func validate() throws {
@@ -65,7 +69,8 @@ struct UpCommand: ParsableCommand {
         var services: [any Service] = []
         var broker = settings.broker
         if settings.embedded {
-            let started = try await MosquittoBroker.start(MosquittoBroker.Options(port: broker.port == 0 ? nil : broker.port))
+            let started = try await MosquittoBroker.start(
+                MosquittoBroker.Options(port: broker.port == 0 ? nil : broker.port))
             broker.port = started.port
             services.append(BrokerService(broker: started, logger: logger))
         }

@@ -13,7 +13,8 @@ public enum CommandRunner {
             remaining = remaining.dropFirst()
             var target: any ParsableCommand.Type = root
             for name in remaining {
-                guard let next = target.configuration.subcommands.first(where: { $0.configuration.commandName == name }) else {
+                guard let next = target.configuration.subcommands.first(where: { $0.configuration.commandName == name })
+                else {
                     return usageError("unknown subcommand '\(name)'", path: path)
                 }
                 target = next
@@ -93,7 +94,9 @@ public enum CommandRunner {
         return result
     }
 
-    static func parse(_ arguments: [String], into slots: [ArgumentSlot], type: any ParsableCommand.Type) throws -> ParseOutcome {
+    static func parse(
+        _ arguments: [String], into slots: [ArgumentSlot], type: any ParsableCommand.Type
+    ) throws -> ParseOutcome {
         if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return .help }
         var positionals = slots.filter { $0.kind == .positional }[...]
         var index = 0
@@ -181,20 +184,26 @@ public enum CommandRunner {
         lines += [usage(for: path), ""]
         let slots = declaredSlots(of: type.init())
         func row(_ left: String, _ right: String) -> String {
-            let padded = left.count < 26 ? left.padding(toLength: 26, withPad: " ", startingAt: 0) : left + "\n" + String(repeating: " ", count: 26)
+            let padded =
+                left.count < 26
+                ? left.padding(toLength: 26, withPad: " ", startingAt: 0)
+                : left + "\n" + String(repeating: " ", count: 26)
             return "  " + padded + right
         }
         let positionals = slots.filter { $0.kind == .positional }
         if !positionals.isEmpty {
             lines.append("ARGUMENTS:")
             for slot in positionals {
-                lines.append(row("<\(slot.valueName)>", slot.help + (slot.defaultDescription.map { " (default: \($0))" } ?? "")))
+                lines.append(
+                    row("<\(slot.valueName)>", slot.help + (slot.defaultDescription.map { " (default: \($0))" } ?? "")))
             }
             lines.append("")
         }
         lines.append("OPTIONS:")
         for slot in slots where slot.kind != .positional {
-            let left = slot.kind == .flag ? slot.names.joined(separator: ", ") : "\(slot.names.joined(separator: ", ")) <\(slot.valueName)>"
+            let left =
+                slot.kind == .flag
+                ? slot.names.joined(separator: ", ") : "\(slot.names.joined(separator: ", ")) <\(slot.valueName)>"
             lines.append(row(left, slot.help + (slot.defaultDescription.map { " (default: \($0))" } ?? "")))
         }
         lines.append(row("-h, --help", "Show help information."))
@@ -203,7 +212,10 @@ public enum CommandRunner {
             for subcommand in configuration.subcommands {
                 lines.append(row(subcommand.configuration.commandName, subcommand.configuration.abstract))
             }
-            lines += ["", "  See '\(path.map { $0.configuration.commandName }.joined(separator: " ")) help <subcommand>' for detailed help."]
+            lines += [
+                "",
+                "  See '\(path.map { $0.configuration.commandName }.joined(separator: " ")) help <subcommand>' for detailed help.",
+            ]
         }
         return lines.joined(separator: "\n")
     }

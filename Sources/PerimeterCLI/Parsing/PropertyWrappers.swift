@@ -46,7 +46,9 @@ final class ValueSlot<Value>: ArgumentSlot {
     }
 
     private static func describe(_ value: Value) -> String? {
-        if let optional = value as? any OptionalMarker { return optional.isNone ? nil : "\(optional.unwrappedDescription)" }
+        if let optional = value as? any OptionalMarker {
+            return optional.isNone ? nil : "\(optional.unwrappedDescription)"
+        }
         if let array = value as? [Any], array.isEmpty { return nil }
         if let bool = value as? Bool { return bool ? "true" : nil }
         return "\(value)"
@@ -68,7 +70,9 @@ final class ValueSlot<Value>: ArgumentSlot {
 final class FlagSlot: ArgumentSlot {
     var value = false
     init(names: [String], help: String) {
-        super.init(kind: .flag, names: names, help: help, valueName: "", isRequired: false, isRepeating: false, defaultDescription: nil)
+        super.init(
+            kind: .flag, names: names, help: help, valueName: "", isRequired: false, isRepeating: false,
+            defaultDescription: nil)
     }
     override func acceptFlag() {
         value = true

@@ -31,7 +31,9 @@ enum InputFiles {
         for problem in document.problems { Output.error("\(path): \(problem)") }
         if !document.problems.isEmpty && !skipInvalid {
             throw ExitCode(
-                1, "\(path): \(document.problems.count) problem(s); fix them (see 'perimeter regions validate') or pass --skip-invalid")
+                1,
+                "\(path): \(document.problems.count) problem(s); fix them (see 'perimeter regions validate') or pass --skip-invalid"
+            )
         }
         return document.regions
     }

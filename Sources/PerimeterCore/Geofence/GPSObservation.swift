@@ -12,7 +12,8 @@ public enum GPSObservation {
     /// - Parameters:
     ///   - defaultSubject: the subject when the payload names none (a phone reporting itself).
     ///   - source: the events' `source` for fixes read here.
-    public static func decode(_ value: JSONValue, defaultSubject: String?, source: String = "gps") throws(Error) -> Fix {
+    public static func decode(_ value: JSONValue, defaultSubject: String?, source: String = "gps") throws(Error) -> Fix
+    {
         guard case .object(let object) = value else {
             throw Error(field: "", message: "expected a JSON object, got \(value.typeName)")
         }
@@ -20,7 +21,9 @@ public enum GPSObservation {
         switch object["subject"] {
         case .string(let name)?: subject = name
         case nil, .null?:
-            guard let defaultSubject else { throw Error(field: "subject", message: "missing, and the agent names no default") }
+            guard let defaultSubject else {
+                throw Error(field: "subject", message: "missing, and the agent names no default")
+            }
             subject = defaultSubject
         case let other?: throw Error(field: "subject", message: "expected a string, got \(other.typeName)")
         }
@@ -48,7 +51,8 @@ public enum GPSObservation {
             floor = integer
         }
         return Fix(
-            subject: subject, t: t, position: GeoPoint(lon: lon, lat: lat), accuracy: accuracy, floor: floor, source: source)
+            subject: subject, t: t, position: GeoPoint(lon: lon, lat: lat), accuracy: accuracy, floor: floor,
+            source: source)
     }
 
     private static func number(_ object: JSONObject, _ key: String, required: Bool) throws(Error) -> Double? {

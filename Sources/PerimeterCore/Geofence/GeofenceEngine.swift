@@ -144,7 +144,8 @@ public struct GeofenceEngine: Sendable {
         if let previous = track.lastFix, fix.t.timeIntervalSince(previous.t) <= parameters.crossingMaxGap,
             previous.position != fix.position
         {
-            for region in index.regions(alongSegment: previous.position, fix.position) where candidates[region.id] == nil {
+            for region in index.regions(alongSegment: previous.position, fix.position)
+            where candidates[region.id] == nil {
                 candidates[region.id] = region
                 segmentRegions.insert(region.id)
             }
@@ -156,14 +157,16 @@ public struct GeofenceEngine: Sendable {
             let isNew = track.memberships[id] == nil
             if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {
                 if membership.state != .unmonitored {
-                    events += setUnmonitored(&membership, region: id, subject: fix.subject, at: fix.t, reason: "schedule")
+                    events += setUnmonitored(
+                        &membership, region: id, subject: fix.subject, at: fix.t, reason: "schedule")
                     track.memberships[id] = membership
                 }
                 continue
             }
             if membership.state == .unmonitored {
                 membership.state = .unknown
-                events.append(stateEvent(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
+                events.append(
+                    stateEvent(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
             }
             // Only on the line from the last fix, far from the fix itself: a crossing or nothing.
             let onlyOnSegment = segmentRegions.contains(id)
@@ -219,7 +222,8 @@ public struct GeofenceEngine: Sendable {
         }
         let delay = target == .inside ? region.enterDelay : region.exitDelay
         if delay <= 0 {
-            return confirm(target, at: t, fix: fix, region: region, subject: fix?.subject ?? "", membership: &membership)
+            return confirm(
+                target, at: t, fix: fix, region: region, subject: fix?.subject ?? "", membership: &membership)
         }
         if let pending = membership.pending, pending.state == target {
             guard t.timeIntervalSince(pending.since) >= delay else { return [] }
@@ -236,7 +240,10 @@ public struct GeofenceEngine: Sendable {
         _ target: MembershipState, at t: Date, fix: Fix?, region: Region, subject: String, membership: inout Membership,
         interpolated: Bool = false
     ) -> [RegionEvent] {
-        var events = [stateEvent(region: region.id, subject: subject, state: target, at: t, reason: interpolated ? "crossing" : nil)]
+        var events = [
+            stateEvent(
+                region: region.id, subject: subject, state: target, at: t, reason: interpolated ? "crossing" : nil)
+        ]
         let lastKnown = membership.lastKnown
         membership.state = target
         membership.pending = nil
@@ -249,7 +256,8 @@ public struct GeofenceEngine: Sendable {
                 membership.dwellFired = false
                 if region.notifyOnEntry {
                     events.append(
-                        transition(.enter, region: region.id, subject: subject, at: t, fix: fix, source: source,
+                        transition(
+                            .enter, region: region.id, subject: subject, at: t, fix: fix, source: source,
                             interpolated: interpolated, membership: &membership))
                 }
             }
@@ -257,7 +265,8 @@ public struct GeofenceEngine: Sendable {
         } else if target == .outside {
             if lastKnown == .inside && region.notifyOnExit {
                 events.append(
-                    transition(.exit, region: region.id, subject: subject, at: t, fix: fix, source: source,
+                    transition(
+                        .exit, region: region.id, subject: subject, at: t, fix: fix, source: source,
                         interpolated: interpolated, membership: &membership))
             }
             membership.enteredAt = nil
@@ -273,11 +282,14 @@ public struct GeofenceEngine: Sendable {
         membership.seq += 1
         return RegionEvent(
             kind: kind, region: region, subject: subject, t: t, seq: membership.seq,
-            id: RegionEvent.makeID(venue: parameters.venue, region: region, subject: subject, kind: kind, seq: membership.seq),
+            id: RegionEvent.makeID(
+                venue: parameters.venue, region: region, subject: subject, kind: kind, seq: membership.seq),
             source: source, fix: fix, interpolated: interpolated)
     }
 
-    private func stateEvent(region: String, subject: String, state: MembershipState, at t: Date, reason: String?) -> RegionEvent {
+    private func stateEvent(
+        region: String, subject: String, state: MembershipState, at t: Date, reason: String?
+    ) -> RegionEvent {
         RegionEvent(kind: .state, region: region, subject: subject, t: t, state: state, reason: reason)
     }
 
@@ -300,7 +312,8 @@ public struct GeofenceEngine: Sendable {
         from previous: Fix, to fix: Fix, region: PreparedRegion, notBefore: Date?, membership: inout Membership
     ) -> [RegionEvent] {
         let gap = fix.t.timeIntervalSince(previous.t)
-        guard gap <= parameters.crossingMaxGap, gap > 0, let span = region.crossing(from: previous.position, to: fix.position)
+        guard gap <= parameters.crossingMaxGap, gap > 0,
+            let span = region.crossing(from: previous.position, to: fix.position)
         else { return [] }
         // The stretch between entry and exit must lie inside by the fixes' accuracy, not graze the edge.
         let middleFraction = (span.enter + span.exit) / 2
@@ -367,7 +380,8 @@ public struct GeofenceEngine: Sendable {
                 let due = pending.since.addingTimeInterval(delay)
                 if due <= horizon {
                     events += confirm(
-                        pending.state, at: due, fix: pending.fix, region: region, subject: subject, membership: &membership)
+                        pending.state, at: due, fix: pending.fix, region: region, subject: subject,
+                        membership: &membership)
                 }
             }
             events += dwellIfDue(region: region, subject: subject, now: horizon, membership: &membership)
@@ -425,7 +439,8 @@ public struct GeofenceEngine: Sendable {
         var events: [RegionEvent] = []
         for subject in subjects.keys.sorted() {
             guard subjects[subject]?.memberships.removeValue(forKey: regionID) != nil else { continue }
-            events.append(stateEvent(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
+            events.append(
+                stateEvent(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
         }
         return events
     }

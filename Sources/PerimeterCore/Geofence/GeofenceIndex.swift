@@ -65,7 +65,9 @@ public struct GeofenceIndex: Sendable {
         switch prepared.geometry {
         case .circle(let circle): shapes[0] = -Self.store(circle, in: &circles, free: &freeCircles) - 1
         case .polygons(let parts):
-            for (number, part) in parts.enumerated() { shapes[number] = Self.store(part, in: &polygons, free: &freePolygons) }
+            for (number, part) in parts.enumerated() {
+                shapes[number] = Self.store(part, in: &polygons, free: &freePolygons)
+            }
         case .beacon: break
         }
         var added: [(BoundingBox, Int32)] = []
@@ -137,7 +139,8 @@ public struct GeofenceIndex: Sendable {
                         guard !seen.contains(target.slot) else { return }
                         let inside =
                             target.shape < 0
-                            ? circles[Int(-target.shape - 1)].contains(point) : polygons[Int(target.shape)].contains(point)
+                            ? circles[Int(-target.shape - 1)].contains(point)
+                            : polygons[Int(target.shape)].contains(point)
                         if inside {
                             seen.insert(target.slot)
                             visit(RegionSlot(value: target.slot))

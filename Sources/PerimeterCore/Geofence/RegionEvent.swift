@@ -38,7 +38,8 @@ public struct RegionEvent: Sendable, Hashable {
     public var interpolated: Bool
 
     public init(
-        kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "", state: MembershipState? = nil,
+        kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "",
+        state: MembershipState? = nil,
         reason: String? = nil, source: String = "gps", fix: Fix? = nil, interpolated: Bool = false
     ) {
         self.kind = kind

@@ -116,7 +116,9 @@ public enum Geodesy {
     /// Metres from `plane.origin` to the lon/lat segment a–b (a straight line in lon/lat, as
     /// GeoJSON draws it), cut into pieces of at most `maxPiece` degrees so that its curve in
     /// the local plane is followed closely.
-    public static func distance(from plane: LocalPlane, toSegment a: GeoPoint, _ b: GeoPoint, maxPiece: Double = 0.02)
+    public static func distance(
+        from plane: LocalPlane, toSegment a: GeoPoint, _ b: GeoPoint, maxPiece: Double = 0.02
+    )
         -> Double
     {
         let span = max(abs(b.lon - a.lon), abs(b.lat - a.lat))

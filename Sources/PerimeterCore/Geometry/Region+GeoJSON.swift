@@ -13,7 +13,8 @@ extension Region {
             let encoded = polygons.map { rings in JSONValue.array(rings.map { .array($0.map(Self.position)) }) }
             object["geometry"] =
                 polygons.count == 1 && !isMultiPolygon
-                ? ["type": "Polygon", "coordinates": encoded[0]] : ["type": "MultiPolygon", "coordinates": .array(encoded)]
+                ? ["type": "Polygon", "coordinates": encoded[0]]
+                : ["type": "MultiPolygon", "coordinates": .array(encoded)]
         case .beacon:
             object["geometry"] = .null
         }
@@ -42,7 +43,9 @@ extension Region {
         set("floor", floor.map { .number(Double($0)) }, isDefault: floor == nil)
         if case .circle(_, let radius) = shape { result["radius"] = .number(radius) }
         if case .beacon(let beacon) = shape { result["beacon"] = beacon }
-        if let schedule, properties["schedule"] == nil || WeeklySchedule.parseForComparison(properties["schedule"]!) != schedule {
+        if let schedule,
+            properties["schedule"] == nil || WeeklySchedule.parseForComparison(properties["schedule"]!) != schedule
+        {
             result["schedule"] = schedule.json
         }
         return result

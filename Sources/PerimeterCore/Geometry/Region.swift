@@ -45,7 +45,8 @@ public struct Region: Sendable, Hashable, Identifiable {
     public init(
         id: String, shape: Shape, name: String? = nil, notifyOnEntry: Bool = true, notifyOnExit: Bool = true,
         dwellAfter: Double? = nil, enterDelay: Double = 0, exitDelay: Double = 0, exitBuffer: Double = 0,
-        minAccuracy: Double? = nil, floor: Int? = nil, schedule: WeeklySchedule? = nil, properties: JSONObject = JSONObject(),
+        minAccuracy: Double? = nil, floor: Int? = nil, schedule: WeeklySchedule? = nil,
+        properties: JSONObject = JSONObject(),
         idInFeature: Bool = true
     ) {
         self.id = id

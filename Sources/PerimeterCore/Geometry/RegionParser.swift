@@ -44,7 +44,8 @@ public enum RegionParser {
         do {
             return parse(try JSONValue(parsing: text))
         } catch {
-            return RegionDocument(regions: [], problems: [RegionProblem(regionID: nil, feature: nil, message: "not JSON: \(error)")])
+            return RegionDocument(
+                regions: [], problems: [RegionProblem(regionID: nil, feature: nil, message: "not JSON: \(error)")])
         }
     }
 
@@ -52,7 +53,8 @@ public enum RegionParser {
         do {
             return parse(try JSONValue(parsing: bytes))
         } catch {
-            return RegionDocument(regions: [], problems: [RegionProblem(regionID: nil, feature: nil, message: "not JSON: \(error)")])
+            return RegionDocument(
+                regions: [], problems: [RegionProblem(regionID: nil, feature: nil, message: "not JSON: \(error)")])
         }
     }
 
@@ -75,7 +77,9 @@ public enum RegionParser {
                 if let id {
                     if let first = firstFeatureForID[id] {
                         problems.append(
-                            RegionProblem(regionID: id, feature: index, message: "duplicate id: feature \(first) has the same id"))
+                            RegionProblem(
+                                regionID: id, feature: index, message: "duplicate id: feature \(first) has the same id")
+                        )
                         duplicated.insert(id)
                         continue
                     }
@@ -105,7 +109,13 @@ public enum RegionParser {
     public static func parseFeature(_ feature: JSONValue, index: Int) -> (String?, Region?, [RegionProblem]) {
         var problems: [String] = []
         guard case .object(let object) = feature else {
-            return (nil, nil, [RegionProblem(regionID: nil, feature: index, message: "expected a Feature object, got \(feature.typeName)")])
+            return (
+                nil, nil,
+                [
+                    RegionProblem(
+                        regionID: nil, feature: index, message: "expected a Feature object, got \(feature.typeName)")
+                ]
+            )
         }
         if object["type"]?.stringValue != "Feature" {
             problems.append("\"type\" must be \"Feature\", got \(object["type"]?.serialized() ?? "nothing")")
@@ -122,7 +132,8 @@ public enum RegionParser {
         var idInFeature = true
         switch object["id"] {
         case .string(let value)?: id = value
-        case .number?: id = object["id"]!.intValue.map(String.init)
+        case .number?:
+            id = object["id"]!.intValue.map(String.init)
             if id == nil { problems.append("\"id\" must be a string or an integer") }
         case nil, .null?:
             idInFeature = false
@@ -140,7 +151,8 @@ public enum RegionParser {
 
         var reader = PropertyReader(properties: properties)
         let shape = parseShape(object["geometry"], reader: &reader, problems: &problems)
-        var region = Region(id: id ?? "", shape: shape ?? .polygons([]), properties: properties, idInFeature: idInFeature)
+        var region = Region(
+            id: id ?? "", shape: shape ?? .polygons([]), properties: properties, idInFeature: idInFeature)
         region.isMultiPolygon = object["geometry"]?["type"]?.stringValue == "MultiPolygon"
         region.name = reader.string("name")
         region.notifyOnEntry = reader.bool("notifyOnEntry") ?? true
@@ -179,7 +191,9 @@ public enum RegionParser {
         let coordinates = object["coordinates"]
         switch object["type"]?.stringValue {
         case "Point":
-            guard let center = position(coordinates, at: "geometry.coordinates", problems: &problems) else { return nil }
+            guard let center = position(coordinates, at: "geometry.coordinates", problems: &problems) else {
+                return nil
+            }
             guard let radius = reader.number("radius", minimum: 0, exclusive: true) else {
                 if reader.properties["radius"] == nil {
                     problems.append("a circle (Point geometry) needs properties.radius in metres")
@@ -201,7 +215,9 @@ public enum RegionParser {
             var polygons: [[[GeoPoint]]] = []
             var complete = true
             for (number, part) in parts.enumerated() {
-                if let rings = polygon(part, at: "geometry.coordinates[\(number)]", label: "polygon \(number) ", problems: &problems) {
+                if let rings = polygon(
+                    part, at: "geometry.coordinates[\(number)]", label: "polygon \(number) ", problems: &problems)
+                {
                     polygons.append(rings)
                 } else {
                     complete = false
@@ -209,7 +225,8 @@ public enum RegionParser {
             }
             return complete ? .polygons(polygons) : nil
         case let other?:
-            problems.append("unsupported geometry type '\(other)': use Polygon, MultiPolygon, or Point with properties.radius")
+            problems.append(
+                "unsupported geometry type '\(other)': use Polygon, MultiPolygon, or Point with properties.radius")
             return nil
         case nil:
             problems.append("geometry has no \"type\"")
@@ -223,7 +240,8 @@ public enum RegionParser {
             return nil
         }
         guard let lon = numbers[0].doubleValue, let lat = numbers[1].doubleValue else {
-            problems.append("\(path): positions hold numbers, got \(numbers.map { $0.typeName }.joined(separator: ", "))")
+            problems.append(
+                "\(path): positions hold numbers, got \(numbers.map { $0.typeName }.joined(separator: ", "))")
             return nil
         }
         guard lon.isFinite, lat.isFinite else {
@@ -283,11 +301,14 @@ public enum RegionParser {
                 continue
             }
             if ring.first != ring.last {
-                problems.append("\(name) is not closed: the first position \(ring.first!) differs from the last \(ring.last!)")
+                problems.append(
+                    "\(name) is not closed: the first position \(ring.first!) differs from the last \(ring.last!)")
                 complete = false
                 continue
             }
-            for intersection in RingGeometry.selfIntersections(of: ring, limit: intersectionsListedPerRing + 1).prefix(intersectionsListedPerRing) {
+            for intersection in RingGeometry.selfIntersections(of: ring, limit: intersectionsListedPerRing + 1).prefix(
+                intersectionsListedPerRing)
+            {
                 problems.append("\(name) \(intersection)")
                 complete = false
             }
@@ -296,7 +317,9 @@ public enum RegionParser {
         guard complete else { return nil }
         for hole in 1..<max(rings.count, 1) where rings.count > 1 {
             if let outside = RingGeometry.firstVertexOutside(rings[hole], shell: rings[0]) {
-                problems.append("\(label)ring \(hole) (a hole) lies outside its exterior ring: vertex \(outside) \(rings[hole][outside]) is outside")
+                problems.append(
+                    "\(label)ring \(hole) (a hole) lies outside its exterior ring: vertex \(outside) \(rings[hole][outside]) is outside"
+                )
                 complete = false
             }
         }
@@ -337,7 +360,8 @@ struct PropertyReader {
         case .number(let value)?:
             guard value.isFinite, exclusive ? value > minimum : value >= minimum else {
                 let bound = exclusive ? "greater than \(Int(minimum))" : "at least \(Int(minimum))"
-                problems.append("properties.\(key) must be a finite number \(bound), got \(properties[key]!.serialized())")
+                problems.append(
+                    "properties.\(key) must be a finite number \(bound), got \(properties[key]!.serialized())")
                 return nil
             }
             return value
@@ -377,7 +401,9 @@ struct PropertyReader {
                         if let day = name.stringValue.flatMap(WeeklySchedule.Weekday.init(name:)) {
                             days.insert(day)
                         } else {
-                            problems.append("\(place).days: unknown day \(name.serialized()); use mon, tue, wed, thu, fri, sat, sun")
+                            problems.append(
+                                "\(place).days: unknown day \(name.serialized()); use mon, tue, wed, thu, fri, sat, sun"
+                            )
                         }
                     }
                 case let other?:
@@ -386,13 +412,18 @@ struct PropertyReader {
                 let start = object["start"]?.stringValue.flatMap(WeeklySchedule.minutes)
                 let end = object["end"]?.stringValue.flatMap(WeeklySchedule.minutes)
                 if start == nil || start == 1440 {
-                    problems.append("\(place).start must be a time \"HH:MM\" before 24:00, got \(object["start"]?.serialized() ?? "nothing")")
+                    problems.append(
+                        "\(place).start must be a time \"HH:MM\" before 24:00, got \(object["start"]?.serialized() ?? "nothing")"
+                    )
                 }
                 if end == nil {
-                    problems.append("\(place).end must be a time \"HH:MM\" up to 24:00, got \(object["end"]?.serialized() ?? "nothing")")
+                    problems.append(
+                        "\(place).end must be a time \"HH:MM\" up to 24:00, got \(object["end"]?.serialized() ?? "nothing")"
+                    )
                 }
                 if let start, let end, start == end {
-                    problems.append("\(place): start and end are both \(WeeklySchedule.clock(start)); the window is empty")
+                    problems.append(
+                        "\(place): start and end are both \(WeeklySchedule.clock(start)); the window is empty")
                 }
                 if let start, let end, start < 1440 {
                     result.append(WeeklySchedule.Window(days: days, start: start, end: end))

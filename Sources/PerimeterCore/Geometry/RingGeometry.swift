@@ -10,7 +10,8 @@ public enum RingGeometry {
     /// Whether c (known to be collinear with a and b) lies within the segment's box.
     @inline(__always)
     static func within(_ a: GeoPoint, _ b: GeoPoint, _ c: GeoPoint) -> Bool {
-        min(a.lon, b.lon) <= c.lon && c.lon <= max(a.lon, b.lon) && min(a.lat, b.lat) <= c.lat && c.lat <= max(a.lat, b.lat)
+        min(a.lon, b.lon) <= c.lon && c.lon <= max(a.lon, b.lon) && min(a.lat, b.lat) <= c.lat
+            && c.lat <= max(a.lat, b.lat)
     }
 
     /// Whether the closed segments a–b and c–d share any point.
@@ -88,7 +89,9 @@ public enum RingGeometry {
         let edgeCount = points.count - 1
         guard edgeCount >= 3, let box = BoundingBox(points) else { return [] }
         var totalLength = 0.0
-        for i in 0..<edgeCount { totalLength += abs(points[i + 1].lon - points[i].lon) + abs(points[i + 1].lat - points[i].lat) }
+        for i in 0..<edgeCount {
+            totalLength += abs(points[i + 1].lon - points[i].lon) + abs(points[i + 1].lat - points[i].lat)
+        }
         let cellSize = max(totalLength / Double(edgeCount) * 2, 1e-12)
         let columns = min(max(Int(box.width / cellSize) + 1, 1), 2048)
         let rows = min(max(Int(box.height / cellSize) + 1, 1), 2048)

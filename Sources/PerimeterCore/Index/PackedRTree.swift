@@ -189,7 +189,9 @@ struct PackedRTree: Sendable {
 
     /// Pushes the root's children whose boxes contain the point; returns the new stack depth.
     @inline(__always)
-    private func pushRootChildren(containingLon lon: Float, lat: Float, onto stack: UnsafeMutableBufferPointer<Int32>)
+    private func pushRootChildren(
+        containingLon lon: Float, lat: Float, onto stack: UnsafeMutableBufferPointer<Int32>
+    )
         -> Int
     {
         var depth = 0
@@ -209,7 +211,9 @@ struct PackedRTree: Sendable {
     /// Which of 16 slots contain the point, as a bit mask (bit i = slot i). The slots' minLon values start
     /// at `block`, and minLat, maxLon, maxLat follow at `stride` floats from each other. NaN slots fail.
     @inline(__always)
-    private static func pointMask(_ block: UnsafePointer<Float>, lon: Float, lat: Float, stride: Int = fanout)
+    private static func pointMask(
+        _ block: UnsafePointer<Float>, lon: Float, lat: Float, stride: Int = fanout
+    )
         -> UInt32
     {
         let raw = UnsafeRawPointer(block)

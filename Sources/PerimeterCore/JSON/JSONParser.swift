@@ -132,7 +132,8 @@ public struct JSONParser {
             while true {
                 skipWhitespace()
                 guard current == UInt8(ascii: "\"") else {
-                    throw fail(current == nil ? "unexpected end of input in an object" : "expected a member name in quotes")
+                    throw fail(
+                        current == nil ? "unexpected end of input in an object" : "expected a member name in quotes")
                 }
                 let key = try string()
                 skipWhitespace()
@@ -309,7 +310,9 @@ public struct JSONParser {
                     exponentNegative = current == UInt8(ascii: "-")
                     index += 1
                 }
-                guard isDigit(current) else { throw fail("invalid number: expected a digit in the exponent", at: start) }
+                guard isDigit(current) else {
+                    throw fail("invalid number: expected a digit in the exponent", at: start)
+                }
                 var written = 0
                 while let byte = current, isDigit(byte) {
                     if written < 100_000 { written = written * 10 + Int(byte - 0x30) }

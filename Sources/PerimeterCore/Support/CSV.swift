@@ -62,4 +62,3 @@ public struct CSVError: Error, CustomStringConvertible, Sendable {
     public var message: String
     public var description: String { message }
 }
-
