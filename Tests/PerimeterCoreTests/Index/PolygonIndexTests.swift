@@ -298,7 +298,7 @@ struct PolygonIndexTests {
             (seed: 3, lon: -0.5, lat: 0.5, radius: 1e-4, vertices: 2_500),
         ])
     func randomConcavePolygons(seed: UInt64, lon: Double, lat: Double, radius: Double, vertices: Int) {
-        var random = IndexTestRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         // A star-shaped ring (concave, simple) with a star-shaped hole around the same centre.
         func star(count: Int, minimum: Double, maximum: Double) -> [GeoPoint] {
             let angles = (0..<count).map { _ in random.uniform(0, 2 * .pi) }.sorted()
@@ -351,7 +351,7 @@ struct PolygonIndexTests {
 
     @Test("edges near a box: all edges meeting it, each once")
     func edgesNearBox() {
-        var random = IndexTestRandom(seed: 9)
+        var random = SplitMix64(seed: 9)
         let ring = (0..<400).map { index -> GeoPoint in
             let angle = Double(index) / 400 * 2 * .pi
             let r = random.uniform(0.5, 1)

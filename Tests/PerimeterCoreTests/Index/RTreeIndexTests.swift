@@ -172,7 +172,7 @@ struct RTreeIndexTests {
         "random boxes and points agree with brute force, before and after interleaved inserts and removes",
         arguments: [UInt64(1)])
     func randomCrossCheck(seed: UInt64) {
-        var random = IndexTestRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         func randomBox() -> BoundingBox {
             let width = random.uniform(0, 0.05), height = random.uniform(0, 0.05)
             let lon = random.uniform(2, 3 - width), lat = random.uniform(48, 49 - height)
