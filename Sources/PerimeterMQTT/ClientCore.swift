@@ -551,10 +551,6 @@ final class ClientCore: @unchecked Sendable {
         onAcknowledged(mid: mid, code: code)
     }
 
-    func onDisconnect(rc: Int32) {
-        // The loop notices the closed socket and handles reconnection; nothing else to do here.
-    }
-
     func onMessage(_ message: UnsafePointer<mosquitto_message>, properties: OpaquePointer?) {
         let raw = message.pointee
         // libmosquitto frees topic and payload when this returns: copy both now.
@@ -576,9 +572,6 @@ final class ClientCore: @unchecked Sendable {
     private func installCallbacks() {
         mosquitto_connect_v5_callback_set(handle) { _, obj, rc, flags, _ in
             ClientCore.from(obj).onConnect(rc: rc, flags: flags)
-        }
-        mosquitto_disconnect_v5_callback_set(handle) { _, obj, rc, _ in
-            ClientCore.from(obj).onDisconnect(rc: rc)
         }
         mosquitto_publish_v5_callback_set(handle) { _, obj, mid, reason, _ in
             ClientCore.from(obj).onAcknowledged(mid: mid, code: reason)
