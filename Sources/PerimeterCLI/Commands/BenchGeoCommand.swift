@@ -38,6 +38,11 @@ struct BenchGeoCommand: ParsableCommand {
     @Option(help: "Points for the slow baselines (shapely without prepared polygons on --regions).", valueName: "n")
     var slowBaselinePoints: Int = 20_000
 
+    @Option(
+        help: "shapely modes for the synthetic boxes, comma-separated (query-predicate, prepared-pairs, points-tree).",
+        valueName: "modes")
+    var shapelyModes: String = "query-predicate,points-tree"
+
     @Option(help: "Python virtual environment for the baselines.", valueName: "dir")
     var venv: String = ".build/bench-venv"
 
@@ -90,18 +95,24 @@ struct BenchGeoCommand: ParsableCommand {
             let ours = try measure(regionsPath: fencePath, points: queries)
             print(ours.report)
             if let python {
-                let shapely = try python.run(
-                    ["--engine", "shapely", "--regions", fencePath, "--points", pointPath], hits: true, work: work)
-                print(shapely.report)
-                let parity = Parity.compare(
-                    ours: ours.hitsPerPoint, theirs: shapely.hits!, points: queries, index: ours.index)
-                print(parity.report)
-                let ratio = ours.pointsPerSecond / shapely.pointsPerSecond
-                print(String(format: "ratio perimeter / shapely: %.2f×", ratio))
-                summary.append(
-                    String(
-                        format: "%d km box: perimeter %.2f M pts/s, shapely %.2f M pts/s, ratio %.2f×; %@",
-                        Int(km), ours.pointsPerSecond / 1e6, shapely.pointsPerSecond / 1e6, ratio, parity.summary))
+                for (number, mode) in shapelyModes.split(separator: ",").enumerated() {
+                    let shapely = try python.run(
+                        ["--engine", "shapely", "--mode", String(mode), "--regions", fencePath, "--points", pointPath],
+                        hits: number == 0, work: work)
+                    print(shapely.report)
+                    let ratio = ours.pointsPerSecond / shapely.pointsPerSecond
+                    print(String(format: "ratio perimeter / %@: %.2f×", shapely.label, ratio))
+                    var line = String(
+                        format: "%d km box: perimeter %.2f M pts/s, %@ %.2f M pts/s, ratio %.2f×", Int(km),
+                        ours.pointsPerSecond / 1e6, shapely.label, shapely.pointsPerSecond / 1e6, ratio)
+                    if let hits = shapely.hits {
+                        let parity = Parity.compare(
+                            ours: ours.hitsPerPoint, theirs: hits, points: queries, index: ours.index)
+                        print(parity.report)
+                        line += "; " + parity.summary
+                    }
+                    summary.append(line)
+                }
             }
         }
 
