@@ -5,5 +5,5 @@
 set -eu
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-swift build -c release --product perimeter
+swift build -c release --product perimeter >&2
 exec .build/release/perimeter up "$@"

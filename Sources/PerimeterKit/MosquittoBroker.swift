@@ -9,7 +9,8 @@ import Synchronization
 ///
 /// `perimeter up` runs one as the embedded default; tests run one each, on a free port, so
 /// that they can run in parallel. Its files (configuration, persistence, log) live in one
-/// directory that ``stop()`` leaves in place for inspection unless it was temporary.
+/// directory; a temporary one (no ``Options/directory`` given) is removed when the broker
+/// value goes away after the process has ended, and kept while it still runs.
 public final class MosquittoBroker: Sendable {
     public struct Options: Sendable {
         /// The port to listen on; nil picks a free one.
@@ -63,25 +64,31 @@ public final class MosquittoBroker: Sendable {
     /// The running process's id, or nil when stopped.
     public var pid: Int32? { process.withLock { $0?.isRunning == true ? $0?.pid : nil } }
 
-    private init(port: Int, directory: URL, executable: String) {
+    /// Whether `directory` was made for this broker (and is removed with it).
+    private let ownsDirectory: Bool
+
+    private init(port: Int, directory: URL, executable: String, ownsDirectory: Bool) {
         self.port = port
         self.directory = directory
         self.executable = executable
+        self.ownsDirectory = ownsDirectory
     }
 
     /// Writes a configuration, starts `mosquitto` and waits until it accepts connections.
     /// - Throws: ``Failure`` when mosquitto is missing or does not come up within 10 s.
     public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
         let executable = try locate()
-        let directory =
-            options.directory
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-broker-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var lastError: (any Error)?
         // A free port can be taken between choosing and binding; choose again a few times.
         for _ in 0..<(options.port == nil ? 5 : 1) {
+            let directory =
+                options.directory
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "perimeter-broker-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let port = try options.port ?? freeLoopbackPort()
-            let broker = MosquittoBroker(port: port, directory: directory, executable: executable)
+            let broker = MosquittoBroker(
+                port: port, directory: directory, executable: executable, ownsDirectory: options.directory == nil)
             try broker.writeConfiguration(options)
             do {
                 try await broker.launch()
@@ -191,7 +198,11 @@ public final class MosquittoBroker: Sendable {
     }
 
     deinit {
-        process.withLock { $0 }?.signal(SIGTERM)
+        if let child = process.withLock({ $0 }), child.isRunning {
+            child.signal(SIGTERM)
+        } else if ownsDirectory {
+            try? FileManager.default.removeItem(at: directory)
+        }
     }
 
     /// A port on 127.0.0.1 that was free a moment ago.
