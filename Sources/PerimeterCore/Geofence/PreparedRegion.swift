@@ -102,9 +102,6 @@ public struct PreparedRegion: Sendable {
         case .beacon: return nil
         }
     }
-
-    /// The smallest box (within ±180, possibly several) around the region.
-    public var boxes: [BoundingBox] { indexBoxes.map(\.box) }
 }
 
 /// A geodesic circle with its trigonometry precomputed.
