@@ -13,6 +13,10 @@ struct TrackReader {
     struct Record {
         var location: String
         var fix: Result<Fix, TrackError>
+
+        static func failure(_ location: String, _ message: String) -> Record {
+            Record(location: location, fix: .failure(TrackError(message: message)))
+        }
     }
 
     struct TrackError: Error, CustomStringConvertible {
@@ -56,7 +60,7 @@ struct TrackReader {
                 let fix = try GPSObservation.decode(value, defaultSubject: subject, source: "replay")
                 records.append(Record(location: location, fix: .success(withDefaultAccuracy(fix))))
             } catch {
-                records.append(Record(location: location, fix: .failure(TrackError(message: "\(error)"))))
+                records.append(.failure(location, "\(error)"))
             }
         }
         return records
@@ -68,8 +72,7 @@ struct TrackReader {
         for (offset, line) in Lines(data: data).enumerated() where !line.allSatisfy(\.isWhitespace) {
             let location = "\(name):\(offset + 1)"
             guard let fields = try? CSV.fields(line).map({ $0.trimmingCharacters(in: .whitespaces) }) else {
-                records.append(
-                    Record(location: location, fix: .failure(TrackError(message: "unterminated quoted field"))))
+                records.append(.failure(location, "unterminated quoted field"))
                 continue
             }
             let lowered = fields.map { $0.lowercased() }
@@ -81,37 +84,22 @@ struct TrackReader {
             }
             let needed = max(columns.t, columns.lat, columns.lon) + 1
             guard fields.count >= needed else {
-                records.append(
-                    Record(
-                        location: location,
-                        fix: .failure(TrackError(message: "expected t,lat,lon[,acc], got \(fields.count) fields"))))
+                records.append(.failure(location, "expected t,lat,lon[,acc], got \(fields.count) fields"))
                 continue
             }
             guard let t = Timestamp.parse(fields[columns.t]) else {
-                records.append(
-                    Record(
-                        location: location,
-                        fix: .failure(
-                            TrackError(message: "t '\(fields[columns.t])' is not an ISO 8601 time or epoch seconds"))))
+                records.append(.failure(location, "t '\(fields[columns.t])' is not an ISO 8601 time or epoch seconds"))
                 continue
             }
             guard let lat = Double(fields[columns.lat]), let lon = Double(fields[columns.lon]) else {
                 records.append(
-                    Record(
-                        location: location,
-                        fix: .failure(
-                            TrackError(
-                                message: "lat/lon '\(fields[columns.lat])', '\(fields[columns.lon])' are not numbers")))
-                )
+                    .failure(location, "lat/lon '\(fields[columns.lat])', '\(fields[columns.lon])' are not numbers"))
                 continue
             }
             var accuracy: Double?
             if let column = columns.acc, column < fields.count, !fields[column].isEmpty {
                 guard let value = Double(fields[column]) else {
-                    records.append(
-                        Record(
-                            location: location,
-                            fix: .failure(TrackError(message: "acc '\(fields[column])' is not a number"))))
+                    records.append(.failure(location, "acc '\(fields[column])' is not a number"))
                     continue
                 }
                 accuracy = value
@@ -143,10 +131,7 @@ struct TrackReader {
         for (index, point) in collector.points.enumerated() {
             let location = "\(name): track point \(index + 1) (line \(point.line))"
             guard let lat = point.lat.flatMap(Double.init), let lon = point.lon.flatMap(Double.init) else {
-                records.append(
-                    Record(
-                        location: location,
-                        fix: .failure(TrackError(message: "lat/lon attributes missing or not numbers"))))
+                records.append(.failure(location, "lat/lon attributes missing or not numbers"))
                 continue
             }
             var t = point.time.flatMap(Timestamp.parse)
@@ -155,11 +140,7 @@ struct TrackReader {
                 t = start!.addingTimeInterval(interval * Double(index))
             }
             guard let t else {
-                records.append(
-                    Record(
-                        location: location,
-                        fix: .failure(
-                            TrackError(message: "no <time>; pass --interval SECONDS to replay an untimed track"))))
+                records.append(.failure(location, "no <time>; pass --interval SECONDS to replay an untimed track"))
                 continue
             }
             // GPX has no accuracy; a dilution of precision times a typical 5 m range error is a fair stand-in.
