@@ -3,6 +3,8 @@
 # only where it is missing, so running it again does nothing. Needs root (or sudo).
 set -eu
 
+# mosquitto is needed as a program, not as Debian's system service: tests and `perimeter up`
+# run private brokers on free loopback ports.
 packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev pkg-config libxml2 openssl ca-certificates"
 missing=""
 for package in $packages; do
@@ -19,8 +21,6 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-# Debian starts a system-wide mosquitto on port 1883 when the package is installed; Perimeter
-# never needs it (tests and `perimeter up` run private brokers on free loopback ports).
 if ! command -v swift >/dev/null 2>&1; then
     echo "setup: swift is not on PATH; install the Swift 6.3 toolchain (https://swift.org/install)" >&2
     exit 1

@@ -102,13 +102,10 @@ public final class MosquittoBroker: Sendable {
 
     /// `mosquitto` on PATH, or in Debian's /usr/sbin.
     public static func locate() throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        let candidates = path.split(separator: ":").map(String.init) + ["/usr/sbin", "/usr/local/sbin"]
-        for directory in candidates {
-            let file = "\(directory)/mosquitto"
-            if FileManager.default.isExecutableFile(atPath: file) { return file }
+        guard let path = Subprocess.find("mosquitto") else {
+            throw Failure.notInstalled(searched: Subprocess.searchPath)
         }
-        throw Failure.notInstalled(searched: candidates)
+        return path
     }
 
     private func writeConfiguration(_ options: Options) throws {

@@ -107,6 +107,18 @@ public final class Subprocess: Sendable {
         return Subprocess(pid: pid, executable: executable)
     }
 
+    /// The directories searched for programs: PATH, then Debian's sbin directories (where
+    /// `mosquitto` lives, often missing from a non-root PATH).
+    public static var searchPath: [String] {
+        (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init)
+            + ["/usr/bin", "/usr/sbin", "/usr/local/sbin"]
+    }
+
+    /// The full path of an executable named `name` in ``searchPath``, or nil.
+    public static func find(_ name: String) -> String? {
+        searchPath.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
     /// Sends a signal (SIGTERM by default) if the child is still running.
     public func signal(_ number: Int32 = SIGTERM) {
         guard poll() == nil else { return }

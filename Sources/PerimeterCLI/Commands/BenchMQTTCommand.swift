@@ -93,12 +93,10 @@ struct BenchMQTTCommand: ParsableCommand {
     }
 
     static func locate(_ tool: String) throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        for directory in path.split(separator: ":") + ["/usr/bin"] {
-            let file = "\(directory)/\(tool)"
-            if FileManager.default.isExecutableFile(atPath: file) { return file }
+        guard let path = Subprocess.find(tool) else {
+            throw ExitCode(1, "\(tool) not found; install it with: apt-get install -y mosquitto-clients")
         }
-        throw ExitCode(1, "\(tool) not found; install it with: apt-get install -y mosquitto-clients")
+        return path
     }
 
     /// Printable bytes (the baseline sends lines, so no newline inside).
