@@ -66,14 +66,14 @@ struct SupportTests {
             ),
         ])
     func sha256(input: String, digest: String) {
-        #expect(SHA256.hex(SHA256.hash(Array(input.utf8))) == digest)
+        #expect(Hex.encode(SHA256.hash(Array(input.utf8))) == digest)
     }
 
     @Test("SHA-256 of a million 'a'")
     func sha256Long() {
         var hasher = SHA256()
         hasher.update(Array(repeating: UInt8(ascii: "a"), count: 1_000_000))
-        #expect(SHA256.hex(hasher.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(Hex.encode(hasher.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     @Test(

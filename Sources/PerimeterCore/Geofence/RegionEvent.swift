@@ -62,7 +62,7 @@ public struct RegionEvent: Sendable, Hashable {
             hasher.update(part)
             hasher.update([0])
         }
-        return SHA256.hex(Array(hasher.finalize().prefix(16)))
+        return Hex.encode(Array(hasher.finalize().prefix(16)))
     }
 
     /// The event as the JSON payload of its topic (DESIGN.md §4).

@@ -59,17 +59,6 @@ public struct SHA256 {
         return hasher.finalize()
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var result: [UInt8] = []
-        result.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            result.append(digits[Int(byte >> 4)])
-            result.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: result, as: UTF8.self)
-    }
-
     private mutating func compress(_ block: [UInt8]) {
         var w = [UInt32](repeating: 0, count: 64)
         for i in 0..<16 {
