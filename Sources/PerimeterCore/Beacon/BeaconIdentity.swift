@@ -66,7 +66,8 @@ public struct BeaconPrefix: Sendable, Hashable, Comparable {
 
     public var bytes: [UInt8] {
         (0..<16).map { index in
-            index < 8 ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(index)))
+            index < 8
+                ? UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64(index)))
                 : UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64(index - 8)))
         }
     }

@@ -71,21 +71,6 @@ public struct GeofenceEngine: Sendable {
         var memberships: [String: Membership] = [:]
     }
 
-    /// One (subject, region) state machine.
-    struct Membership: Sendable {
-        var state: MembershipState = .unknown
-        /// The last confirmed inside/outside, kept through unknown spells.
-        var lastKnown: MembershipState?
-        /// A change waiting out its delay, with the fix that started it.
-        var pending: (state: MembershipState, since: Date, fix: Fix?)?
-        /// Start of the current stay (kept through unknown spells).
-        var enteredAt: Date?
-        /// When the state last became inside (a dwell is never dated before it).
-        var insideSince: Date?
-        var dwellFired = false
-        var seq = 0
-    }
-
     public init(regions: [Region], parameters: GeofenceParameters = GeofenceParameters()) {
         self.parameters = parameters
         index = GeofenceIndex(regions.filter(\.isGeographic))
@@ -155,10 +140,10 @@ public struct GeofenceEngine: Sendable {
             let region = candidates[id]!
             var membership = track.memberships[id] ?? Membership()
             let isNew = track.memberships[id] == nil
+            let context = context(region.region, fix.subject)
             if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {
                 if membership.state != .unmonitored {
-                    events += setUnmonitored(
-                        &membership, region: id, subject: fix.subject, at: fix.t, reason: "schedule")
+                    events.append(membership.setUnmonitored(at: fix.t, reason: "schedule", context))
                     track.memberships[id] = membership
                 }
                 continue
@@ -166,7 +151,7 @@ public struct GeofenceEngine: Sendable {
             if membership.state == .unmonitored {
                 membership.state = .unknown
                 events.append(
-                    stateEvent(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
+                    .state(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
             }
             // Only on the line from the last fix, far from the fix itself: a crossing or nothing.
             let onlyOnSegment = segmentRegions.contains(id)
@@ -182,7 +167,7 @@ public struct GeofenceEngine: Sendable {
             }
             if onlyOnSegment && crossed.isEmpty { continue }
             if let classification {
-                events += observe(classification, at: fix.t, fix: fix, region: region.region, membership: &membership)
+                events += membership.observe(classification, at: fix.t, evidence: Evidence(fix: fix), context)
             }
             // Keep far-away regions out of the subject's table until they matter.
             if !isNew || membership.state != .unknown || membership.pending != nil {
@@ -212,101 +197,6 @@ public struct GeofenceEngine: Sendable {
         return nil
     }
 
-    /// Applies one decisive observation to a membership.
-    private func observe(
-        _ target: MembershipState, at t: Date, fix: Fix?, region: Region, membership: inout Membership
-    ) -> [RegionEvent] {
-        if membership.state == target {
-            membership.pending = nil
-            return []
-        }
-        let delay = target == .inside ? region.enterDelay : region.exitDelay
-        if delay <= 0 {
-            return confirm(
-                target, at: t, fix: fix, region: region, subject: fix?.subject ?? "", membership: &membership)
-        }
-        if let pending = membership.pending, pending.state == target {
-            guard t.timeIntervalSince(pending.since) >= delay else { return [] }
-            return confirm(
-                target, at: pending.since.addingTimeInterval(delay), fix: pending.fix ?? fix, region: region,
-                subject: fix?.subject ?? "", membership: &membership)
-        }
-        membership.pending = (target, t, fix)
-        return []
-    }
-
-    /// Makes `target` the confirmed state and emits what that means.
-    private func confirm(
-        _ target: MembershipState, at t: Date, fix: Fix?, region: Region, subject: String, membership: inout Membership,
-        interpolated: Bool = false
-    ) -> [RegionEvent] {
-        var events = [
-            stateEvent(
-                region: region.id, subject: subject, state: target, at: t, reason: interpolated ? "crossing" : nil)
-        ]
-        let lastKnown = membership.lastKnown
-        membership.state = target
-        membership.pending = nil
-        membership.lastKnown = target
-        let source = fix?.source ?? "gps"
-        if target == .inside {
-            membership.insideSince = t
-            if lastKnown != .inside {
-                membership.enteredAt = t
-                membership.dwellFired = false
-                if region.notifyOnEntry {
-                    events.append(
-                        transition(
-                            .enter, region: region.id, subject: subject, at: t, fix: fix, source: source,
-                            interpolated: interpolated, membership: &membership))
-                }
-            }
-            events += dwellIfDue(region: region, subject: subject, now: t, membership: &membership)
-        } else if target == .outside {
-            if lastKnown == .inside && region.notifyOnExit {
-                events.append(
-                    transition(
-                        .exit, region: region.id, subject: subject, at: t, fix: fix, source: source,
-                        interpolated: interpolated, membership: &membership))
-            }
-            membership.enteredAt = nil
-            membership.insideSince = nil
-        }
-        return events
-    }
-
-    private func transition(
-        _ kind: RegionEvent.Kind, region: String, subject: String, at t: Date, fix: Fix?, source: String,
-        interpolated: Bool, membership: inout Membership
-    ) -> RegionEvent {
-        membership.seq += 1
-        return RegionEvent(
-            kind: kind, region: region, subject: subject, t: t, seq: membership.seq,
-            id: RegionEvent.makeID(
-                venue: parameters.venue, region: region, subject: subject, kind: kind, seq: membership.seq),
-            source: source, fix: fix, interpolated: interpolated)
-    }
-
-    private func stateEvent(
-        region: String, subject: String, state: MembershipState, at t: Date, reason: String?
-    ) -> RegionEvent {
-        RegionEvent(kind: .state, region: region, subject: subject, t: t, state: state, reason: reason)
-    }
-
-    private func dwellIfDue(region: Region, subject: String, now: Date, membership: inout Membership) -> [RegionEvent] {
-        guard let dwellAfter = region.dwellAfter, membership.state == .inside, !membership.dwellFired,
-            let enteredAt = membership.enteredAt
-        else { return [] }
-        let due = max(enteredAt.addingTimeInterval(dwellAfter), membership.insideSince ?? enteredAt)
-        guard due <= now else { return [] }
-        membership.dwellFired = true
-        return [
-            transition(
-                .dwell, region: region.id, subject: subject, at: due, fix: nil, source: "timer", interpolated: false,
-                membership: &membership)
-        ]
-    }
-
     /// The enter/exit pair for a straight run through `region` between two outside fixes.
     private func crossing(
         from previous: Fix, to fix: Fix, region: PreparedRegion, notBefore: Date?, membership: inout Membership
@@ -333,26 +223,16 @@ public struct GeofenceEngine: Sendable {
         let exitTime = max(previous.t.addingTimeInterval(gap * span.exit), floor)
         // A stay shorter than the enter delay would not have been confirmed.
         guard exitTime.timeIntervalSince(enterTime) >= region.region.enterDelay else { return [] }
-        var events = confirm(
-            .inside, at: enterTime, fix: nil, region: region.region, subject: fix.subject, membership: &membership,
-            interpolated: true)
-        events += dwellIfDue(region: region.region, subject: fix.subject, now: exitTime, membership: &membership)
-        events += confirm(
-            .outside, at: exitTime, fix: nil, region: region.region, subject: fix.subject, membership: &membership,
-            interpolated: true)
+        let context = context(region.region, fix.subject)
+        let evidence = Evidence(source: fix.source)
+        var events = membership.confirm(.inside, at: enterTime, evidence: evidence, context, interpolated: true)
+        events += membership.dwellIfDue(now: exitTime, context)
+        events += membership.confirm(.outside, at: exitTime, evidence: evidence, context, interpolated: true)
         return events.map { event in
             var event = event
             event.source = fix.source
             return event
         }
-    }
-
-    private func setUnmonitored(
-        _ membership: inout Membership, region: String, subject: String, at t: Date, reason: String
-    ) -> [RegionEvent] {
-        membership.state = .unmonitored
-        membership.pending = nil
-        return [stateEvent(region: region, subject: subject, state: .unmonitored, at: t, reason: reason)]
     }
 
     // MARK: - Time
@@ -375,20 +255,12 @@ public struct GeofenceEngine: Sendable {
         let horizon = staleAt.map { min($0, now) } ?? now
         for id in track.memberships.keys.sorted() {
             guard var membership = track.memberships[id], let region = index[id]?.region else { continue }
-            if let pending = membership.pending {
-                let delay = pending.state == .inside ? region.enterDelay : region.exitDelay
-                let due = pending.since.addingTimeInterval(delay)
-                if due <= horizon {
-                    events += confirm(
-                        pending.state, at: due, fix: pending.fix, region: region, subject: subject,
-                        membership: &membership)
-                }
-            }
-            events += dwellIfDue(region: region, subject: subject, now: horizon, membership: &membership)
+            let context = context(region, subject)
+            events += membership.confirmDue(by: horizon, context)
             if let schedule = region.schedule, membership.state != .unmonitored,
                 !schedule.isActive(at: now, calendar: calendar)
             {
-                events += setUnmonitored(&membership, region: id, subject: subject, at: now, reason: "schedule")
+                events.append(membership.setUnmonitored(at: now, reason: "schedule", context))
             }
             track.memberships[id] = membership
         }
@@ -405,14 +277,16 @@ public struct GeofenceEngine: Sendable {
     private func makeUnknown(_ track: inout Track, subject: String, at t: Date, reason: String) -> [RegionEvent] {
         var events: [RegionEvent] = []
         for id in track.memberships.keys.sorted() {
-            guard var membership = track.memberships[id], membership.state == .inside || membership.state == .outside
-            else { continue }
-            membership.state = .unknown
-            membership.pending = nil
-            track.memberships[id] = membership
-            events.append(stateEvent(region: id, subject: subject, state: .unknown, at: t, reason: reason))
+            guard let region = index[id]?.region else { continue }
+            if let event = track.memberships[id]!.makeUnknown(at: t, reason: reason, context(region, subject)) {
+                events.append(event)
+            }
         }
         return events
+    }
+
+    private func context(_ region: Region, _ subject: String) -> MembershipContext {
+        MembershipContext(venue: parameters.venue, region: region, subject: subject)
     }
 
     /// Moves every state of `subject` to unknown (e.g. its agent's last will said it went
@@ -440,7 +314,7 @@ public struct GeofenceEngine: Sendable {
         for subject in subjects.keys.sorted() {
             guard subjects[subject]?.memberships.removeValue(forKey: regionID) != nil else { continue }
             events.append(
-                stateEvent(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
+                .state(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
         }
         return events
     }

@@ -34,13 +34,16 @@ public struct RegionEvent: Sendable, Hashable {
     public var source: String
     /// The fix behind the event, when there is one.
     public var fix: Fix?
+    /// For beacon regions: the concrete beacon behind the region's (possibly wildcard) constraint.
+    public var refinement: BeaconIdentity?
     /// True for the enter/exit pair inferred between two sparse fixes.
     public var interpolated: Bool
 
     public init(
         kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "",
         state: MembershipState? = nil,
-        reason: String? = nil, source: String = "gps", fix: Fix? = nil, interpolated: Bool = false
+        reason: String? = nil, source: String = "gps", fix: Fix? = nil, refinement: BeaconIdentity? = nil,
+        interpolated: Bool = false
     ) {
         self.kind = kind
         self.region = region
@@ -52,7 +55,15 @@ public struct RegionEvent: Sendable, Hashable {
         self.reason = reason
         self.source = source
         self.fix = fix
+        self.refinement = refinement
         self.interpolated = interpolated
+    }
+
+    /// A state event: `subject` is now `state` for `region`.
+    static func state(
+        region: String, subject: String, state: MembershipState, at t: Date, reason: String?
+    ) -> RegionEvent {
+        RegionEvent(kind: .state, region: region, subject: subject, t: t, state: state, reason: reason)
     }
 
     /// The id of transition number `seq` of `kind` for (venue, region, subject).
@@ -84,6 +95,7 @@ public struct RegionEvent: Sendable, Hashable {
         object["seq"] = .number(Double(seq))
         object["source"] = .string(source)
         if interpolated { object["interpolated"] = true }
+        if let refinement { object["refinement"] = .object(refinement.json) }
         if let fix {
             var position = JSONObject()
             position["t"] = .string(Timestamp.format(fix.t))
