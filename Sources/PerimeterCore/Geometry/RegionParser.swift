@@ -176,7 +176,13 @@ public enum RegionParser {
     ) -> Region.Shape? {
         guard let geometry, geometry != .null else {
             switch reader.properties["beacon"] {
-            case .object?: return .beacon(reader.properties["beacon"]!)
+            case .object?:
+                let beacon = reader.properties["beacon"]!
+                if case .failure(let failure) = BeaconRegionSpec.parse(beacon) {
+                    problems += failure.messages
+                    return nil
+                }
+                return .beacon(beacon)
             case nil, .null?:
                 problems.append("geometry is null and there is no properties.beacon object: not a region")
             case let other?:

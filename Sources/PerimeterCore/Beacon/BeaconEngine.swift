@@ -1,0 +1,662 @@
+import Foundation
+
+/// Tunables of the beacon half of the evaluator, per venue.
+public struct BeaconParameters: Sendable, Hashable {
+    /// Venue name, part of every event id.
+    public var venue: String
+    /// A subject stays inside a beacon region while a matching beacon was heard this recently
+    /// (Core Location: 30 s).
+    public var beaconExitTimeout: TimeInterval
+    /// When true (the default), an exit needs evidence: a report about the subject at or after
+    /// the timeout that does not hear the region (scanners publish reports, empty ones too,
+    /// while they scan). A subject that falls silent goes `unknown` after `staleAfter` instead.
+    /// When false, the timeout alone exits.
+    public var exitNeedsObservation: Bool
+    /// With no report about a subject for this long, its states become `unknown`.
+    public var staleAfter: TimeInterval
+    public var smoothing: RSSISmoothing
+    public var distanceModel: DistanceModel
+    public var calibration: BeaconCalibration
+    /// Ranging reports for a subject come at most this often.
+    public var rangingInterval: TimeInterval
+    /// Gateway mode: how far back the sightings of a tag count for its position.
+    public var centroidWindow: TimeInterval
+
+    public init(
+        venue: String = "default", beaconExitTimeout: TimeInterval = 30, exitNeedsObservation: Bool = true,
+        staleAfter: TimeInterval = 300, smoothing: RSSISmoothing = .sinceLastReport,
+        distanceModel: DistanceModel = .logDistance(exponent: 2), calibration: BeaconCalibration = BeaconCalibration(),
+        rangingInterval: TimeInterval = 1, centroidWindow: TimeInterval = 10
+    ) {
+        self.venue = venue
+        self.beaconExitTimeout = beaconExitTimeout
+        self.exitNeedsObservation = exitNeedsObservation
+        self.staleAfter = staleAfter
+        self.smoothing = smoothing
+        self.distanceModel = distanceModel
+        self.calibration = calibration
+        self.rangingInterval = rangingInterval
+        self.centroidWindow = centroidWindow
+    }
+}
+
+/// A fixed BLE receiver registered in the venue: where it is, and the room it covers.
+public struct Gateway: Sendable, Hashable {
+    public var id: String
+    public var position: GeoPoint
+    public var floor: Int?
+    /// The room or zone it covers; a tag's room is the zone of its strongest gateway.
+    public var zone: String?
+
+    public init(id: String, position: GeoPoint, floor: Int? = nil, zone: String? = nil) {
+        self.id = id
+        self.position = position
+        self.floor = floor
+        self.zone = zone
+    }
+}
+
+/// One beacon heard once.
+public struct BeaconSighting: Sendable, Hashable {
+    public var identity: BeaconIdentity
+    /// dBm as the receiver reported it (before its calibration).
+    public var rssi: Double
+    /// Expected RSSI at 1 m from the advert, when it carried one.
+    public var tx1m: Double?
+
+    public init(identity: BeaconIdentity, rssi: Double, tx1m: Double? = nil) {
+        self.identity = identity
+        self.rssi = rssi
+        self.tx1m = tx1m
+    }
+}
+
+/// What one agent heard in one scan: one `obs/{agent}/ble` message. An empty list is a report
+/// too (the scanner was listening and heard nothing), and is what lets an exit be confirmed.
+public struct BeaconReport: Sendable, Hashable {
+    public var agent: String
+    /// Scanner mode: whose scan this is (default: the agent). Ignored for registered gateways,
+    /// whose sightings are each about the tag heard.
+    public var subject: String?
+    public var t: Date
+    public var sightings: [BeaconSighting]
+
+    public init(agent: String, subject: String? = nil, t: Date, sightings: [BeaconSighting]) {
+        self.agent = agent
+        self.subject = subject
+        self.t = t
+        self.sightings = sightings
+    }
+}
+
+/// Why a beacon report was not used.
+public enum BeaconRejection: Error, Sendable, Hashable, CustomStringConvertible {
+    case emptySubject
+    case rssiNotFinite(BeaconIdentity)
+    case rssiOutOfRange(Double)
+    case outOfOrder(t: Date, last: Date)
+
+    public var description: String {
+        switch self {
+        case .emptySubject: "the subject is empty"
+        case .rssiNotFinite(let identity): "rssi of \(identity.canonical) is not a finite number"
+        case .rssiOutOfRange(let value): "rssi \(value) dBm out of range [-127, 20]"
+        case .outOfOrder(let t, let last):
+            "out of order: t \(Timestamp.format(t)) is older than the last report processed (\(Timestamp.format(last)))"
+        }
+    }
+
+    public var code: String {
+        switch self {
+        case .emptySubject: "emptySubject"
+        case .rssiNotFinite: "rssiNotFinite"
+        case .rssiOutOfRange: "rssiOutOfRange"
+        case .outOfOrder: "outOfOrder"
+        }
+    }
+}
+
+/// One beacon in a ranging report (CLBeacon).
+public struct RangedBeacon: Sendable, Hashable {
+    public var identity: BeaconIdentity
+    public var proximity: Proximity
+    /// Estimated metres; −1 when unknown.
+    public var accuracy: Double
+    /// Smoothed, calibrated dBm; 0 when unknown (as CLBeacon).
+    public var rssi: Double
+    public var lastSeen: Date
+
+    public var json: JSONValue {
+        var object = identity.json
+        object["proximity"] = .string(proximity.rawValue)
+        object["accuracy"] = .number(accuracy < 0 ? -1 : (accuracy * 100).rounded() / 100)
+        object["rssi"] = .number((rssi * 10).rounded() / 10)
+        object["lastSeen"] = .string(Timestamp.format(lastSeen))
+        return .object(object)
+    }
+}
+
+/// The beacons of one beacon region a subject hears, nearest first (unknown last).
+public struct RangingReport: Sendable, Hashable {
+    public var region: String
+    public var subject: String
+    public var t: Date
+    public var beacons: [RangedBeacon]
+
+    public var payload: JSONValue {
+        [
+            "t": .string(Timestamp.format(t)), "region": .string(region), "subject": .string(subject),
+            "beacons": .array(beacons.map(\.json)),
+        ]
+    }
+}
+
+/// Where a tag is, from the fixed gateways that hear it (gateway mode).
+public struct TagLocation: Sendable, Hashable {
+    public var subject: String
+    public var identity: BeaconIdentity
+    public var t: Date
+    /// The RSSI-weighted centroid of the gateways that heard the tag in the window.
+    public var position: GeoPoint
+    /// Metres: the weighted spread of those gateways, at least the estimated distance to the strongest.
+    public var accuracy: Double
+    public var floor: Int?
+    /// The zone of the strongest gateway.
+    public var room: String?
+    public var strongestGateway: String
+    public var gateways: Int
+
+    /// As a fix for the geofence engine.
+    public var fix: Fix {
+        Fix(subject: subject, t: t, position: position, accuracy: accuracy, floor: floor, source: "ble-gateway")
+    }
+}
+
+/// What one report changed.
+public struct BeaconUpdate: Sendable {
+    /// Beacon-region states and transitions, in event-time order per subject.
+    public var events: [RegionEvent] = []
+    /// Gateway mode: the new position of every tag the report heard.
+    public var locations: [TagLocation] = []
+}
+
+/// The beacon half of the evaluator: beacon-region state per (subject, region) on the same state
+/// model and event shape as geofences, ranging, and gateway-mode tag positions.
+///
+/// Pure: no I/O and no clock; time comes from reports and ``advance(to:)``.
+///
+/// - **Scanner mode** (a phone hears fixed beacons; the subject is the phone): a subject is
+///   inside a beacon region while a matching beacon, at or above the region's `minRssi`, was
+///   heard within `beaconExitTimeout`; the exit is dated when that timeout ran out. The
+///   `refinement` of an event is the beacon behind it; the region's state keeps the strongest.
+/// - **Gateway mode** (registered gateways hear tags; each tag is a subject named by its
+///   canonical identity): a tag's position is the RSSI-weighted centroid (weights in linear
+///   power, `10^(rssi/10)`) of the gateways that heard it within `centroidWindow`, and its room
+///   is the strongest gateway's zone.
+public struct BeaconEngine: Sendable {
+    public let parameters: BeaconParameters
+    public private(set) var matcher: BeaconMatcher
+    private var gateways: [Gateway] = []
+    private var gatewayByID: [String: Int] = [:]
+    private var scanners: [ScannerSubject] = []
+    private var scannerByID: [String: Int] = [:]
+    private var tags: [Tag] = []
+    private var tagByIdentity: [BeaconIdentity: Int] = [:]
+    /// Bumped when regions change, so that cached matches are recomputed.
+    private var generation = 0
+
+    struct HeardBeacon: Sendable {
+        var identity: BeaconIdentity
+        var slots: [Int32]
+        var generation: Int
+        var lastSeen: Double
+        var tx1m: Double?
+        var samples = RSSISamples()
+    }
+
+    struct RegionState: Sendable {
+        var slot: Int32
+        var membership = Membership()
+        /// Last time a qualifying sighting was heard.
+        var lastMatch = -Double.infinity
+        /// The strongest matching beacon of the current stay, with its rssi.
+        var strongest: BeaconIdentity?
+        var strongestRSSI = -Double.infinity
+        var strongestAt = -Double.infinity
+    }
+
+    struct ScannerSubject: Sendable {
+        var id: String
+        var beacons: [HeardBeacon] = []
+        var regions: [RegionState] = []
+        var lastReport = -Double.infinity
+        var lastRanging = -Double.infinity
+        var stale = false
+        var closest: (region: Int32, beacon: RangedBeacon)?
+    }
+
+    struct Hearing: Sendable {
+        var gateway: Int
+        var samples: [(t: Double, rssi: Double)] = []
+    }
+
+    struct Tag: Sendable {
+        var subject: String
+        var identity: BeaconIdentity
+        var tx1m: Double?
+        var hearings: [Hearing] = []
+        var lastHeard = -Double.infinity
+    }
+
+    public init(regions: [Region], gateways: [Gateway] = [], parameters: BeaconParameters = BeaconParameters()) {
+        self.parameters = parameters
+        matcher = BeaconMatcher(regions)
+        for gateway in gateways { register(gateway) }
+    }
+
+    /// Adds or moves a gateway.
+    public mutating func register(_ gateway: Gateway) {
+        if let index = gatewayByID[gateway.id] {
+            gateways[index] = gateway
+        } else {
+            gatewayByID[gateway.id] = gateways.count
+            gateways.append(gateway)
+        }
+    }
+
+    public func isGateway(_ agent: String) -> Bool { gatewayByID[agent] != nil }
+
+    /// Subjects tracked in scanner mode, and tags in gateway mode.
+    public var subjectCount: Int { scanners.count }
+    public var tagCount: Int { tags.count }
+
+    /// The confirmed state of `subject` for beacon region `region`.
+    public func state(subject: String, region: String) -> MembershipState {
+        guard let index = scannerByID[subject], let slot = matcher.slot(of: region),
+            let state = scanners[index].regions.first(where: { $0.slot == Int32(slot) })
+        else { return .unknown }
+        return state.membership.state
+    }
+
+    // MARK: - Reports
+
+    /// Checks a report without using it.
+    public func validate(_ report: BeaconReport) -> BeaconRejection? {
+        for sighting in report.sightings {
+            if !sighting.rssi.isFinite { return .rssiNotFinite(sighting.identity) }
+            if sighting.rssi < -127 || sighting.rssi > 20 { return .rssiOutOfRange(sighting.rssi) }
+        }
+        if gatewayByID[report.agent] != nil { return nil }
+        let subject = report.subject ?? report.agent
+        if subject.isEmpty { return .emptySubject }
+        if let index = scannerByID[subject], report.t.timeIntervalSinceReferenceDate < scanners[index].lastReport {
+            return .outOfOrder(t: report.t, last: Date(timeIntervalSinceReferenceDate: scanners[index].lastReport))
+        }
+        return nil
+    }
+
+    /// Runs one report: beacon-region transitions for a scanner, positions for a gateway's tags.
+    public mutating func process(_ report: BeaconReport) -> Result<BeaconUpdate, BeaconRejection> {
+        if let rejection = validate(report) { return .failure(rejection) }
+        if let gateway = gatewayByID[report.agent] {
+            return .success(BeaconUpdate(locations: processGateway(report, gateway: gateway)))
+        }
+        return .success(BeaconUpdate(events: processScanner(report)))
+    }
+
+    private mutating func processScanner(_ report: BeaconReport) -> [RegionEvent] {
+        let subject = report.subject ?? report.agent
+        let index: Int
+        if let existing = scannerByID[subject] {
+            index = existing
+        } else {
+            index = scanners.count
+            scannerByID[subject] = index
+            scanners.append(ScannerSubject(id: subject))
+        }
+        let t = report.t.timeIntervalSinceReferenceDate
+        let timeout = parameters.beaconExitTimeout
+        var events: [RegionEvent] = []
+        scanners[index].lastReport = t
+        scanners[index].stale = false
+        var matched: [Int32] = []
+        for sighting in report.sightings {
+            let rssi = parameters.calibration.adjusted(rssi: sighting.rssi, agent: report.agent)
+            let beacon = heard(sighting, rssi: rssi, at: t, subject: index)
+            for slot in scanners[index].beacons[beacon].slots {
+                guard let region = matcher.regions[Int(slot)] else { continue }
+                if let floor = region.spec.minRssi, rssi < floor { continue }
+                let stateIndex = regionState(slot, subject: index)
+                var state = scanners[index].regions[stateIndex]
+                // A long silence about this region (reports without it) already exited.
+                if state.lastMatch + timeout < t || state.strongest == nil || rssi >= state.strongestRSSI
+                    || state.strongest == sighting.identity || state.strongestAt + timeout < t
+                {
+                    state.strongest = sighting.identity
+                    state.strongestRSSI = rssi
+                    state.strongestAt = t
+                }
+                state.lastMatch = t
+                if !matched.contains(slot) {
+                    matched.append(slot)
+                    let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
+                    events += state.membership.observe(
+                        .inside, at: report.t,
+                        evidence: Evidence(source: "ble", refinement: sighting.identity), context)
+                }
+                scanners[index].regions[stateIndex] = state
+            }
+        }
+        events += settle(subject: index, observedUntil: t, now: t, except: matched)
+        return events.sortedForPublishing()
+    }
+
+    /// Finds or adds the beacon in the subject's list, and records the sample.
+    private mutating func heard(_ sighting: BeaconSighting, rssi: Double, at t: Double, subject: Int) -> Int {
+        let beacons = scanners[subject].beacons
+        var position = -1
+        for (candidate, beacon) in beacons.enumerated() where beacon.identity == sighting.identity {
+            position = candidate
+            break
+        }
+        if position < 0 {
+            position = beacons.count
+            scanners[subject].beacons.append(
+                HeardBeacon(
+                    identity: sighting.identity, slots: slots(for: sighting.identity), generation: generation,
+                    lastSeen: t))
+        } else if beacons[position].generation != generation {
+            scanners[subject].beacons[position].slots = slots(for: sighting.identity)
+            scanners[subject].beacons[position].generation = generation
+        }
+        scanners[subject].beacons[position].lastSeen = t
+        if let tx1m = sighting.tx1m { scanners[subject].beacons[position].tx1m = tx1m }
+        scanners[subject].beacons[position].samples.add(rssi, at: t, smoothing: parameters.smoothing)
+        return position
+    }
+
+    private func slots(for identity: BeaconIdentity) -> [Int32] {
+        var result: [Int32] = []
+        matcher.forEachMatch(identity) { result.append(Int32($0)) }
+        return result
+    }
+
+    private mutating func regionState(_ slot: Int32, subject: Int) -> Int {
+        if let found = scanners[subject].regions.firstIndex(where: { $0.slot == slot }) { return found }
+        scanners[subject].regions.append(RegionState(slot: slot))
+        return scanners[subject].regions.count - 1
+    }
+
+    /// Exits whose timeout ran out by `observedUntil` (the latest evidence about the subject),
+    /// and delays and dwells that fall due by `now`.
+    private mutating func settle(
+        subject index: Int, observedUntil: Double, now: Double, except: [Int32]
+    )
+        -> [RegionEvent]
+    {
+        var events: [RegionEvent] = []
+        let subject = scanners[index].id
+        let timeout = parameters.beaconExitTimeout
+        for stateIndex in scanners[index].regions.indices {
+            var state = scanners[index].regions[stateIndex]
+            guard let region = matcher.regions[Int(state.slot)] else { continue }
+            let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
+            let expiry = state.lastMatch + timeout
+            let heading = state.membership.pending?.state ?? state.membership.state
+            if !except.contains(state.slot), heading == .inside || state.membership.state == .inside,
+                expiry <= observedUntil
+            {
+                let at = Date(timeIntervalSinceReferenceDate: expiry)
+                events += state.membership.confirmDue(by: at, context)
+                events += state.membership.observe(
+                    .outside, at: at, evidence: Evidence(source: "ble", refinement: state.strongest), context)
+                state.strongest = nil
+                state.strongestRSSI = -.infinity
+            }
+            events += state.membership.confirmDue(by: Date(timeIntervalSinceReferenceDate: now), context)
+            scanners[index].regions[stateIndex] = state
+        }
+        return events
+    }
+
+    // MARK: - Time
+
+    /// Confirms exits, delays and dwells that fall due by `now` and moves subjects with no
+    /// report for `staleAfter` to `unknown`. Call it periodically.
+    public mutating func advance(to now: Date) -> [RegionEvent] {
+        let time = now.timeIntervalSinceReferenceDate
+        var events: [RegionEvent] = []
+        for index in scanners.indices.sorted(by: { scanners[$0].id < scanners[$1].id }) {
+            let subject = scanners[index]
+            guard !subject.regions.isEmpty else { continue }
+            let staleAt = subject.lastReport + parameters.staleAfter
+            let horizon = min(time, staleAt)
+            let observed = parameters.exitNeedsObservation ? min(subject.lastReport, horizon) : horizon
+            var subjectEvents = settle(subject: index, observedUntil: observed, now: horizon, except: [])
+            if staleAt <= time, !subject.stale {
+                scanners[index].stale = true
+                subjectEvents += markUnknown(
+                    index: index, at: Date(timeIntervalSinceReferenceDate: staleAt), reason: "stale")
+            }
+            events += subjectEvents.sortedForPublishing()
+        }
+        return events
+    }
+
+    /// Moves every beacon-region state of `subject` to unknown (its agent went offline). No
+    /// exit is invented; the next report decides.
+    public mutating func markUnknown(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        guard let index = scannerByID[subject] else { return [] }
+        return markUnknown(index: index, at: t, reason: reason)
+    }
+
+    private mutating func markUnknown(index: Int, at t: Date, reason: String) -> [RegionEvent] {
+        var events: [RegionEvent] = []
+        let subject = scanners[index].id
+        for stateIndex in scanners[index].regions.indices {
+            let slot = Int(scanners[index].regions[stateIndex].slot)
+            guard let region = matcher.regions[slot] else { continue }
+            let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
+            if let event = scanners[index].regions[stateIndex].membership.makeUnknown(at: t, reason: reason, context) {
+                events.append(event)
+            }
+        }
+        return events.sorted { $0.region < $1.region }
+    }
+
+    // MARK: - Ranging
+
+    /// Ranging reports due at `now`: for every subject inside a beacon region whose last report
+    /// is at least `rangingInterval` old, one report per region it is inside, listing the
+    /// region's beacons heard within `beaconExitTimeout`, nearest first, unknown last. Taking a
+    /// report starts the next "since the last report" window.
+    public mutating func ranging(at now: Date) -> [RangingReport] {
+        var reports: [RangingReport] = []
+        rangeDue(at: now) { reports.append($0) }
+        return reports
+    }
+
+    /// ``ranging(at:)`` without collecting: `body` gets each report.
+    public mutating func rangeDue(at now: Date, _ body: (RangingReport) -> Void) {
+        let time = now.timeIntervalSinceReferenceDate
+        for index in scanners.indices {
+            guard time - scanners[index].lastRanging >= parameters.rangingInterval - 1e-9,
+                scanners[index].regions.contains(where: { $0.membership.state == .inside })
+            else { continue }
+            rangeSubject(index, at: time, body)
+        }
+    }
+
+    private mutating func rangeSubject(_ index: Int, at time: Double, _ body: (RangingReport) -> Void) {
+        let now = Date(timeIntervalSinceReferenceDate: time)
+        let cutoff = time - parameters.beaconExitTimeout
+        // Forget beacons no longer heard; measure the rest once for every region.
+        let keep = max(parameters.beaconExitTimeout, parameters.smoothing.window ?? 0)
+        scanners[index].beacons.removeAll { $0.lastSeen < time - keep }
+        var ranged: [(beacon: RangedBeacon, slots: [Int32])] = []
+        for beacon in scanners[index].beacons where beacon.lastSeen >= cutoff {
+            let rssi = beacon.samples.value(at: time, smoothing: parameters.smoothing)
+            let tx1m = parameters.calibration.tx1m(for: beacon.identity, advertised: beacon.tx1m)
+            let accuracy = rssi.map { parameters.distanceModel.distance(rssi: $0, tx1m: tx1m) } ?? -1
+            ranged.append(
+                (
+                    RangedBeacon(
+                        identity: beacon.identity, proximity: Proximity(accuracy: accuracy), accuracy: accuracy,
+                        rssi: rssi ?? 0, lastSeen: Date(timeIntervalSinceReferenceDate: beacon.lastSeen)),
+                    beacon.slots
+                ))
+        }
+        for beaconIndex in scanners[index].beacons.indices {
+            scanners[index].beacons[beaconIndex].samples.reportTaken()
+        }
+        ranged.sort { Self.nearerFirst($0.beacon, $1.beacon) }
+        scanners[index].lastRanging = time
+        var closest: (region: Int32, beacon: RangedBeacon)?
+        let subject = scanners[index].id
+        for state in scanners[index].regions where state.membership.state == .inside {
+            guard let region = matcher.regions[Int(state.slot)] else { continue }
+            let beacons = ranged.filter { $0.slots.contains(state.slot) }.map(\.beacon)
+            if let nearest = beacons.first, nearest.proximity != .unknown {
+                if closest == nil || Self.nearerFirst(nearest, closest!.beacon)
+                    || (nearest == closest!.beacon
+                        && region.spec.constraint.specificity
+                            > matcher.regions[Int(closest!.region)]!.spec.constraint.specificity)
+                {
+                    closest = (state.slot, nearest)
+                }
+            }
+            body(RangingReport(region: region.id, subject: subject, t: now, beacons: beacons))
+        }
+        scanners[index].closest = closest
+    }
+
+    static func nearerFirst(_ left: RangedBeacon, _ right: RangedBeacon) -> Bool {
+        let leftUnknown = left.accuracy < 0
+        let rightUnknown = right.accuracy < 0
+        if leftUnknown != rightUnknown { return rightUnknown }
+        if !leftUnknown && left.accuracy != right.accuracy { return left.accuracy < right.accuracy }
+        if leftUnknown && left.lastSeen != right.lastSeen { return left.lastSeen > right.lastSeen }
+        return left.identity < right.identity
+    }
+
+    /// The subject's nearest ranged beacon at its last ranging report, and the beacon region it
+    /// was reported for (the most specific one when several share the beacon).
+    public func closestBeacon(of subject: String) -> (region: String, beacon: RangedBeacon)? {
+        guard let index = scannerByID[subject], let closest = scanners[index].closest,
+            let region = matcher.regions[Int(closest.region)]
+        else { return nil }
+        return (region.id, closest.beacon)
+    }
+
+    // MARK: - Gateway mode
+
+    private mutating func processGateway(_ report: BeaconReport, gateway: Int) -> [TagLocation] {
+        let t = report.t.timeIntervalSinceReferenceDate
+        var locations: [TagLocation] = []
+        for sighting in report.sightings {
+            let rssi = parameters.calibration.adjusted(rssi: sighting.rssi, agent: report.agent)
+            let index: Int
+            if let existing = tagByIdentity[sighting.identity] {
+                index = existing
+            } else {
+                index = tags.count
+                tagByIdentity[sighting.identity] = index
+                tags.append(Tag(subject: sighting.identity.canonical, identity: sighting.identity))
+            }
+            if let tx1m = sighting.tx1m { tags[index].tx1m = tx1m }
+            tags[index].lastHeard = max(tags[index].lastHeard, t)
+            let cutoff = t - parameters.centroidWindow
+            if let hearing = tags[index].hearings.firstIndex(where: { $0.gateway == gateway }) {
+                tags[index].hearings[hearing].samples.append((t, rssi))
+            } else {
+                tags[index].hearings.append(Hearing(gateway: gateway, samples: [(t, rssi)]))
+            }
+            for hearing in tags[index].hearings.indices {
+                tags[index].hearings[hearing].samples.removeAll { $0.t < cutoff }
+            }
+            tags[index].hearings.removeAll { $0.samples.isEmpty }
+            if let location = locate(tag: index, at: report.t) { locations.append(location) }
+        }
+        return locations
+    }
+
+    /// The tag's position from the gateways that heard it in the window.
+    private func locate(tag index: Int, at t: Date) -> TagLocation? {
+        let tag = tags[index]
+        let heard = tag.hearings.map { hearing in
+            (
+                gateway: gateways[hearing.gateway],
+                rssi: hearing.samples.reduce(0) { $0 + $1.rssi } / Double(hearing.samples.count)
+            )
+        }
+        guard
+            let strongest = heard.max(by: {
+                $0.rssi != $1.rssi ? $0.rssi < $1.rssi : $0.gateway.id > $1.gateway.id
+            })
+        else { return nil }
+        let plane = Geodesy.LocalPlane(origin: strongest.gateway.position)
+        var x = 0.0
+        var y = 0.0
+        var total = 0.0
+        var projected: [(x: Double, y: Double, w: Double)] = []
+        for entry in heard {
+            let weight = pow(10, (entry.rssi - strongest.rssi) / 10)
+            let point = plane.project(entry.gateway.position)
+            projected.append((point.x, point.y, weight))
+            x += weight * point.x
+            y += weight * point.y
+            total += weight
+        }
+        x /= total
+        y /= total
+        var spread = 0.0
+        for point in projected { spread += point.w * ((point.x - x) * (point.x - x) + (point.y - y) * (point.y - y)) }
+        spread = (spread / total).squareRoot()
+        let tx1m = parameters.calibration.tx1m(for: tag.identity, advertised: tag.tx1m)
+        let toStrongest = parameters.distanceModel.distance(rssi: strongest.rssi, tx1m: tx1m)
+        let offset = (x * x + y * y).squareRoot()
+        let position =
+            offset < 1e-9
+            ? strongest.gateway.position
+            : Geodesy.destination(
+                strongest.gateway.position, bearing: atan2(x, y), distance: offset)
+        return TagLocation(
+            subject: tag.subject, identity: tag.identity, t: t, position: position,
+            accuracy: max(spread, toStrongest), floor: strongest.gateway.floor, room: strongest.gateway.zone,
+            strongestGateway: strongest.gateway.id, gateways: heard.count)
+    }
+
+    /// The latest known location of a tag (gateway mode) at `t`, from sightings in the window.
+    public func location(ofTag subject: String, at t: Date) -> TagLocation? {
+        guard let identity = BeaconIdentity(canonical: subject), let index = tagByIdentity[identity] else {
+            return nil
+        }
+        return locate(tag: index, at: t)
+    }
+
+    // MARK: - Regions
+
+    /// Adds or replaces a beacon region (others are ignored). States for it are kept; the next
+    /// report re-evaluates them.
+    public mutating func upsert(_ region: Region) {
+        if matcher.upsert(region) { generation += 1 }
+    }
+
+    /// Removes a beacon region; every subject with a state for it gets `unmonitored`.
+    public mutating func remove(regionID: String, at t: Date) -> [RegionEvent] {
+        guard let slot = matcher.slot(of: regionID), matcher.remove(id: regionID) else { return [] }
+        generation += 1
+        var events: [RegionEvent] = []
+        for index in scanners.indices.sorted(by: { scanners[$0].id < scanners[$1].id }) {
+            let before = scanners[index].regions.count
+            scanners[index].regions.removeAll { $0.slot == Int32(slot) }
+            if scanners[index].regions.count != before {
+                events.append(
+                    .state(
+                        region: regionID, subject: scanners[index].id, state: .unmonitored, at: t,
+                        reason: "regionRemoved"))
+            }
+        }
+        return events
+    }
+}
