@@ -10,7 +10,7 @@ public struct Perimeter: ParsableCommand {
             """,
         subcommands: [
             VersionCommand.self, UpCommand.self, RegionsCommand.self, LocateCommand.self, ReplayCommand.self,
-            BenchCommand.self,
+            AdvCommand.self, BenchCommand.self,
         ])
 
     public init() {}

@@ -10,7 +10,7 @@ struct CommandLineTests {
         "--help works at every level and exits 0",
         arguments: [
             [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"],
-            ["replay"],
+            ["replay"], ["adv"], ["adv", "decode"],
             ["bench"], ["bench", "mqtt"], ["bench", "geo"],
         ])
     func help(path: [String]) async throws {

@@ -133,12 +133,14 @@ public enum CommandRunner {
                 }
                 continue
             }
-            guard let slot = positionals.popFirst() else {
+            // A repeating positional takes every value after it, so it stays first.
+            guard let slot = positionals.first else {
                 if !type.configuration.subcommands.isEmpty {
                     throw ValidationError("unknown subcommand '\(argument)'")
                 }
                 throw ValidationError("unexpected argument '\(argument)'")
             }
+            if !slot.isRepeating { positionals.removeFirst() }
             guard slot.accept(argument) else {
                 throw ValidationError("'\(argument)' is not a valid <\(slot.valueName)>")
             }
@@ -171,7 +173,8 @@ public enum CommandRunner {
             parts.append(slot.isRequired ? text : "[\(text)]" + (slot.isRepeating ? " ..." : ""))
         }
         for slot in slots where slot.kind == .positional {
-            parts.append(slot.isRequired ? "<\(slot.valueName)>" : "[<\(slot.valueName)>]")
+            parts.append(
+                slot.isRequired ? "<\(slot.valueName)>" : "[<\(slot.valueName)>" + (slot.isRepeating ? " ...]" : "]"))
         }
         return "USAGE: " + parts.joined(separator: " ")
     }

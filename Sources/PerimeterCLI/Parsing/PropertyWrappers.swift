@@ -184,4 +184,13 @@ public struct Argument<Value>: DeclaredArgument {
             kind: .positional, names: [], help: help, valueName: valueName ?? Wrapped.defaultValueName,
             initial: .some(nil), parse: { Wrapped(argument: $0).map { .some($0) } })
     }
+
+    /// Every remaining positional value (`[<hex> ...]`); empty when none is given.
+    public init<Element: ExpressibleByArgument>(wrappedValue: Value = [], help: String, valueName: String? = nil)
+    where Value == [Element] {
+        valueSlot = ValueSlot(
+            kind: .positional, names: [], help: help, valueName: valueName ?? Element.defaultValueName,
+            initial: wrappedValue, isRepeating: true, parse: { Element(argument: $0).map { [$0] } },
+            append: { current, text in Element(argument: text).map { (current ?? []) + [$0] } })
+    }
 }

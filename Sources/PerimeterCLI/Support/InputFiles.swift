@@ -76,12 +76,13 @@ struct Lines: Sequence {
 
     func makeIterator() -> AnyIterator<Substring> {
         let text = String(decoding: data, as: UTF8.self)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
-        if lines.last == "" { lines = lines.dropLast() }
+        // Split on the newline byte, not the Character "\n": "\r\n" is one Character, and not "\n".
+        var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)[...]
+        if lines.last?.isEmpty == true { lines = lines.dropLast() }
         return AnyIterator {
-            guard var line = lines.popFirst() else { return nil }
-            if line.hasSuffix("\r") { line = line.dropLast() }
-            return line
+            guard let line = lines.popFirst() else { return nil }
+            let end = line.last == UInt8(ascii: "\r") ? line.index(before: line.endIndex) : line.endIndex
+            return text[line.startIndex..<end]
         }
     }
 }
