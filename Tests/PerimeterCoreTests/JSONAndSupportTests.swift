@@ -76,6 +76,28 @@ struct SupportTests {
         #expect(Hex.encode(hasher.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
+    @Test("SHA-256 fed in pieces of every size, as strings and bytes, equals one pass")
+    func sha256Pieces() {
+        let text = String(repeating: "perimeter/v1/museum/ü-", count: 9)
+        let whole = SHA256.hash(Array(text.utf8))
+        for size in [1, 3, 63, 64, 65, 100] {
+            var bytes = SHA256()
+            var strings = SHA256()
+            var start = text.utf8.startIndex
+            while start != text.utf8.endIndex {
+                let end = text.utf8.index(start, offsetBy: size, limitedBy: text.utf8.endIndex) ?? text.utf8.endIndex
+                bytes.update(Array(text.utf8[start..<end]))
+                strings.update(AnySequence(text.utf8[start..<end]))
+                start = end
+            }
+            #expect(bytes.finalize() == whole, "pieces of \(size)")
+            #expect(strings.finalize() == whole, "pieces of \(size), not contiguous")
+        }
+        var hasher = SHA256()
+        hasher.update(text)
+        #expect(hasher.finalize() == whole)
+    }
+
     @Test(
         "CSV fields",
         arguments: [

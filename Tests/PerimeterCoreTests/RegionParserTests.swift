@@ -187,7 +187,8 @@ struct RegionParserTests {
             #"{"type":"Feature","id":"hall","properties":{"name":"Hall","z":[1,2],"notifyOnExit":false,"dwellAfter":60.5},"geometry":{"type":"Polygon","coordinates":[[[2.123456789012,48.1],[2.2,48.1],[2.2,48.2],[2.123456789012,48.1]]]}}"#,
             #"{"type":"Feature","properties":{"id":"cafe","radius":12.5},"geometry":{"type":"Point","coordinates":[2.35,48.85]}}"#,
             #"{"type":"Feature","id":"multi","properties":{},"geometry":{"type":"MultiPolygon","coordinates":[\#(square)]}}"#,
-            #"{"type":"Feature","id":"b1","properties":{"beacon":{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E","major":1}},"geometry":null}"#)
+            #"{"type":"Feature","id":"b1","properties":{"beacon":{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E","major":1}},"geometry":null}"#
+        )
         let original = try JSONValue(parsing: text)
         let document = RegionParser.parse(original)
         #expect(document.isValid)

@@ -235,8 +235,23 @@ struct BaselineRunner {
         var hits: [[String]]?
     }
 
+    /// The geometry baseline (shapely, timezonefinder).
     static func prepare(venv: String, scripts: String) throws -> BaselineRunner {
-        let script = "\(scripts)/geo_baseline.py"
+        try prepare(
+            venv: venv, scripts: scripts, script: "geo_baseline.py",
+            versionProbe:
+                "import shapely, timezonefinder, importlib.metadata as m; print('shapely', shapely.__version__, 'GEOS', shapely.geos_version_string, 'timezonefinder', m.version('timezonefinder'))"
+        )
+    }
+
+    /// A baseline script in `scripts`, run with the virtual environment at `venv` (created from
+    /// requirements.txt when missing); `versionProbe` is Python that prints what is measured.
+    static func prepare(
+        venv: String, scripts: String, script name: String, versionProbe: String
+    ) throws
+        -> BaselineRunner
+    {
+        let script = "\(scripts)/\(name)"
         guard FileManager.default.fileExists(atPath: script) else {
             throw ExitCode(
                 1, "\(script) not found: run from the repository root or pass --scripts DIR (or --no-baseline)")
@@ -249,26 +264,35 @@ struct BaselineRunner {
             try runChecked("/usr/bin/env", ["python3", "-m", "venv", venv])
             try runChecked(python, ["-m", "pip", "install", "--quiet", "-r", "\(scripts)/requirements.txt"])
         }
-        let versions = try capture(
-            python,
-            [
-                "-c",
-                "import shapely, timezonefinder, importlib.metadata as m; print('shapely', shapely.__version__, 'GEOS', shapely.geos_version_string, 'timezonefinder', m.version('timezonefinder'))",
-            ])
+        let versions: String
+        if let probed = try? capture(python, ["-c", versionProbe], quiet: true) {
+            versions = probed
+        } else {
+            // An environment made for another baseline: bring it up to requirements.txt.
+            Output.error("installing \(scripts)/requirements.txt into \(venv)")
+            try runChecked(python, ["-m", "pip", "install", "--quiet", "-r", "\(scripts)/requirements.txt"])
+            versions = try capture(python, ["-c", versionProbe])
+        }
         return BaselineRunner(
             python: python, script: script, versions: versions.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Runs the script; its last line of output is a JSON object.
+    func runJSON(_ arguments: [String]) throws -> JSONObject {
+        let output = try Self.capture(python, [script] + arguments)
+        guard let line = output.split(separator: "\n").last,
+            case .object(let result) = try JSONValue(parsing: String(line))
+        else {
+            throw ExitCode(1, "\(script) printed no result: \(output)")
+        }
+        return result
     }
 
     func run(_ arguments: [String], hits: Bool, work: URL) throws -> Result {
         var arguments = arguments
         let hitsPath = work.appendingPathComponent("hits-\(UUID().uuidString).txt").path
         if hits { arguments += ["--hits-out", hitsPath] }
-        let output = try Self.capture(python, [script] + arguments)
-        guard let line = output.split(separator: "\n").last,
-            case .object(let result) = try JSONValue(parsing: String(line))
-        else {
-            throw ExitCode(1, "geo_baseline.py printed no result: \(output)")
-        }
+        let result = try runJSON(arguments)
         let engine = result["engine"]?.stringValue ?? "?"
         let mode = result["mode"]?.stringValue ?? "?"
         let rate = result["points_per_s"]?.doubleValue ?? 0
@@ -293,10 +317,11 @@ struct BaselineRunner {
         }
     }
 
-    static func capture(_ executable: String, _ arguments: [String]) throws -> String {
+    static func capture(_ executable: String, _ arguments: [String], quiet: Bool = false) throws -> String {
         let pipe = Pipe()
         let child = try Subprocess.spawn(
-            executable, arguments, stdout: .descriptor(pipe.fileHandleForWriting.fileDescriptor), stderr: .inherit)
+            executable, arguments, stdout: .descriptor(pipe.fileHandleForWriting.fileDescriptor),
+            stderr: quiet ? .null : .inherit)
         try pipe.fileHandleForWriting.close()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         let termination = child.waitBlocking()

@@ -223,6 +223,16 @@ public struct BeaconEngine: Sendable {
         var strongest: BeaconIdentity?
         var strongestRSSI = -Double.infinity
         var strongestAt = -Double.infinity
+
+        /// A qualifying sighting: keeps the strongest beacon of the stay current.
+        mutating func heard(_ identity: BeaconIdentity, rssi: Double, at t: Double, timeout: Double) {
+            if strongest == nil || strongest == identity || rssi >= strongestRSSI || strongestAt + timeout < t {
+                strongest = identity
+                strongestRSSI = rssi
+                strongestAt = t
+            }
+            lastMatch = t
+        }
     }
 
     struct ScannerSubject: Sendable {
@@ -282,32 +292,41 @@ public struct BeaconEngine: Sendable {
 
     /// Checks a report without using it.
     public func validate(_ report: BeaconReport) -> BeaconRejection? {
+        validate(report, gateway: gateway(of: report.agent), scanner: scannerIndex(of: report))
+    }
+
+    private func validate(_ report: BeaconReport, gateway: Int?, scanner: Int?) -> BeaconRejection? {
         for sighting in report.sightings {
             if !sighting.rssi.isFinite { return .rssiNotFinite(sighting.identity) }
             if sighting.rssi < -127 || sighting.rssi > 20 { return .rssiOutOfRange(sighting.rssi) }
         }
-        if gatewayByID[report.agent] != nil { return nil }
-        let subject = report.subject ?? report.agent
-        if subject.isEmpty { return .emptySubject }
-        if let index = scannerByID[subject], report.t.timeIntervalSinceReferenceDate < scanners[index].lastReport {
-            return .outOfOrder(t: report.t, last: Date(timeIntervalSinceReferenceDate: scanners[index].lastReport))
+        if gateway != nil { return nil }
+        if (report.subject ?? report.agent).isEmpty { return .emptySubject }
+        if let scanner, report.t.timeIntervalSinceReferenceDate < scanners[scanner].lastReport {
+            return .outOfOrder(t: report.t, last: Date(timeIntervalSinceReferenceDate: scanners[scanner].lastReport))
         }
         return nil
     }
 
+    private func gateway(of agent: String) -> Int? { gatewayByID.isEmpty ? nil : gatewayByID[agent] }
+
+    private func scannerIndex(of report: BeaconReport) -> Int? { scannerByID[report.subject ?? report.agent] }
+
     /// Runs one report: beacon-region transitions for a scanner, positions for a gateway's tags.
     public mutating func process(_ report: BeaconReport) -> Result<BeaconUpdate, BeaconRejection> {
-        if let rejection = validate(report) { return .failure(rejection) }
-        if let gateway = gatewayByID[report.agent] {
+        let gateway = gateway(of: report.agent)
+        let scanner = gateway == nil ? scannerIndex(of: report) : nil
+        if let rejection = validate(report, gateway: gateway, scanner: scanner) { return .failure(rejection) }
+        if let gateway {
             return .success(BeaconUpdate(locations: processGateway(report, gateway: gateway)))
         }
-        return .success(BeaconUpdate(events: processScanner(report)))
+        return .success(BeaconUpdate(events: processScanner(report, index: scanner)))
     }
 
-    private mutating func processScanner(_ report: BeaconReport) -> [RegionEvent] {
+    private mutating func processScanner(_ report: BeaconReport, index known: Int?) -> [RegionEvent] {
         let subject = report.subject ?? report.agent
         let index: Int
-        if let existing = scannerByID[subject] {
+        if let existing = known {
             index = existing
         } else {
             index = scanners.count
@@ -319,53 +338,45 @@ public struct BeaconEngine: Sendable {
         var events: [RegionEvent] = []
         scanners[index].lastReport = t
         scanners[index].stale = false
-        var matched: [Int32] = []
         for sighting in report.sightings {
             let rssi = parameters.calibration.adjusted(rssi: sighting.rssi, agent: report.agent)
             let beacon = heard(sighting, rssi: rssi, at: t, subject: index)
-            for slot in scanners[index].beacons[beacon].slots {
-                guard let region = matcher.regions[Int(slot)] else { continue }
-                if let floor = region.spec.minRssi, rssi < floor { continue }
+            for slotNumber in scanners[index].beacons[beacon].slots.indices {
+                let slot = scanners[index].beacons[beacon].slots[slotNumber]
+                guard rssi >= matcher.rssiFloors[Int(slot)] else { continue }
                 let stateIndex = regionState(slot, subject: index)
-                var state = scanners[index].regions[stateIndex]
-                // A long silence about this region (reports without it) already exited.
-                if state.lastMatch + timeout < t || state.strongest == nil || rssi >= state.strongestRSSI
-                    || state.strongest == sighting.identity || state.strongestAt + timeout < t
-                {
-                    state.strongest = sighting.identity
-                    state.strongestRSSI = rssi
-                    state.strongestAt = t
-                }
-                state.lastMatch = t
-                if !matched.contains(slot) {
-                    matched.append(slot)
-                    let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
-                    events += state.membership.observe(
-                        .inside, at: report.t,
-                        evidence: Evidence(source: "ble", refinement: sighting.identity), context)
-                }
-                scanners[index].regions[stateIndex] = state
+                let firstThisReport = scanners[index].regions[stateIndex].lastMatch != t
+                scanners[index].regions[stateIndex].heard(sighting.identity, rssi: rssi, at: t, timeout: timeout)
+                // Already inside with nothing pending: nothing to decide.
+                guard firstThisReport, !scanners[index].regions[stateIndex].membership.isSettledInside else { continue }
+                events += scanners[index].regions[stateIndex].membership.observe(
+                    .inside, at: report.t, evidence: Evidence(source: "ble", refinement: sighting.identity),
+                    context(slot: slot, subject: subject))
             }
         }
-        events += settle(subject: index, observedUntil: t, now: t, except: matched)
-        return events.sortedForPublishing()
+        events += settle(subject: index, observedUntil: t, now: t)
+        return events.isEmpty ? events : events.sortedForPublishing()
+    }
+
+    private func context(slot: Int32, subject: String) -> MembershipContext {
+        MembershipContext(venue: parameters.venue, region: matcher.regions[Int(slot)]!.region, subject: subject)
     }
 
     /// Finds or adds the beacon in the subject's list, and records the sample.
     private mutating func heard(_ sighting: BeaconSighting, rssi: Double, at t: Double, subject: Int) -> Int {
-        let beacons = scanners[subject].beacons
         var position = -1
-        for (candidate, beacon) in beacons.enumerated() where beacon.identity == sighting.identity {
+        for candidate in scanners[subject].beacons.indices
+        where scanners[subject].beacons[candidate].identity == sighting.identity {
             position = candidate
             break
         }
         if position < 0 {
-            position = beacons.count
+            position = scanners[subject].beacons.count
             scanners[subject].beacons.append(
                 HeardBeacon(
                     identity: sighting.identity, slots: slots(for: sighting.identity), generation: generation,
                     lastSeen: t))
-        } else if beacons[position].generation != generation {
+        } else if scanners[subject].beacons[position].generation != generation {
             scanners[subject].beacons[position].slots = slots(for: sighting.identity)
             scanners[subject].beacons[position].generation = generation
         }
@@ -388,33 +399,34 @@ public struct BeaconEngine: Sendable {
     }
 
     /// Exits whose timeout ran out by `observedUntil` (the latest evidence about the subject),
-    /// and delays and dwells that fall due by `now`.
-    private mutating func settle(
-        subject index: Int, observedUntil: Double, now: Double, except: [Int32]
-    )
-        -> [RegionEvent]
-    {
+    /// and delays and dwells that fall due by `now`. Regions heard at `now` are not exited.
+    private mutating func settle(subject index: Int, observedUntil: Double, now: Double) -> [RegionEvent] {
         var events: [RegionEvent] = []
         let subject = scanners[index].id
         let timeout = parameters.beaconExitTimeout
         for stateIndex in scanners[index].regions.indices {
-            var state = scanners[index].regions[stateIndex]
-            guard let region = matcher.regions[Int(state.slot)] else { continue }
-            let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
-            let expiry = state.lastMatch + timeout
-            let heading = state.membership.pending?.state ?? state.membership.state
-            if !except.contains(state.slot), heading == .inside || state.membership.state == .inside,
-                expiry <= observedUntil
-            {
+            let slot = scanners[index].regions[stateIndex].slot
+            let lastMatch = scanners[index].regions[stateIndex].lastMatch
+            let expiry = lastMatch + timeout
+            let exits =
+                lastMatch != now && expiry <= observedUntil
+                && (scanners[index].regions[stateIndex].membership.heading == .inside
+                    || scanners[index].regions[stateIndex].membership.state == .inside)
+            let timer = scanners[index].regions[stateIndex].membership.awaitsTimer(
+                hasDwell: matcher.hasDwell[Int(slot)])
+            guard exits || timer, matcher.regions[Int(slot)] != nil else { continue }
+            let context = context(slot: slot, subject: subject)
+            if exits {
                 let at = Date(timeIntervalSinceReferenceDate: expiry)
-                events += state.membership.confirmDue(by: at, context)
-                events += state.membership.observe(
-                    .outside, at: at, evidence: Evidence(source: "ble", refinement: state.strongest), context)
-                state.strongest = nil
-                state.strongestRSSI = -.infinity
+                let strongest = scanners[index].regions[stateIndex].strongest
+                events += scanners[index].regions[stateIndex].membership.confirmDue(by: at, context)
+                events += scanners[index].regions[stateIndex].membership.observe(
+                    .outside, at: at, evidence: Evidence(source: "ble", refinement: strongest), context)
+                scanners[index].regions[stateIndex].strongest = nil
+                scanners[index].regions[stateIndex].strongestRSSI = -.infinity
             }
-            events += state.membership.confirmDue(by: Date(timeIntervalSinceReferenceDate: now), context)
-            scanners[index].regions[stateIndex] = state
+            events += scanners[index].regions[stateIndex].membership.confirmDue(
+                by: Date(timeIntervalSinceReferenceDate: now), context)
         }
         return events
     }
@@ -432,7 +444,7 @@ public struct BeaconEngine: Sendable {
             let staleAt = subject.lastReport + parameters.staleAfter
             let horizon = min(time, staleAt)
             let observed = parameters.exitNeedsObservation ? min(subject.lastReport, horizon) : horizon
-            var subjectEvents = settle(subject: index, observedUntil: observed, now: horizon, except: [])
+            var subjectEvents = settle(subject: index, observedUntil: observed, now: horizon)
             if staleAt <= time, !subject.stale {
                 scanners[index].stale = true
                 subjectEvents += markUnknown(
@@ -493,18 +505,19 @@ public struct BeaconEngine: Sendable {
         // Forget beacons no longer heard; measure the rest once for every region.
         let keep = max(parameters.beaconExitTimeout, parameters.smoothing.window ?? 0)
         scanners[index].beacons.removeAll { $0.lastSeen < time - keep }
-        var ranged: [(beacon: RangedBeacon, slots: [Int32])] = []
-        for beacon in scanners[index].beacons where beacon.lastSeen >= cutoff {
-            let rssi = beacon.samples.value(at: time, smoothing: parameters.smoothing)
-            let tx1m = parameters.calibration.tx1m(for: beacon.identity, advertised: beacon.tx1m)
+        var ranged: [(beacon: RangedBeacon, index: Int)] = []
+        for beaconIndex in scanners[index].beacons.indices
+        where scanners[index].beacons[beaconIndex].lastSeen >= cutoff {
+            let identity = scanners[index].beacons[beaconIndex].identity
+            let lastSeen = scanners[index].beacons[beaconIndex].lastSeen
+            let rssi = scanners[index].beacons[beaconIndex].samples.value(at: time, smoothing: parameters.smoothing)
+            let tx1m = parameters.calibration.tx1m(
+                for: identity, advertised: scanners[index].beacons[beaconIndex].tx1m)
             let accuracy = rssi.map { parameters.distanceModel.distance(rssi: $0, tx1m: tx1m) } ?? -1
-            ranged.append(
-                (
-                    RangedBeacon(
-                        identity: beacon.identity, proximity: Proximity(accuracy: accuracy), accuracy: accuracy,
-                        rssi: rssi ?? 0, lastSeen: Date(timeIntervalSinceReferenceDate: beacon.lastSeen)),
-                    beacon.slots
-                ))
+            let beacon = RangedBeacon(
+                identity: identity, proximity: Proximity(accuracy: accuracy), accuracy: accuracy, rssi: rssi ?? 0,
+                lastSeen: Date(timeIntervalSinceReferenceDate: lastSeen))
+            ranged.append((beacon, beaconIndex))
         }
         for beaconIndex in scanners[index].beacons.indices {
             scanners[index].beacons[beaconIndex].samples.reportTaken()
@@ -513,19 +526,23 @@ public struct BeaconEngine: Sendable {
         scanners[index].lastRanging = time
         var closest: (region: Int32, beacon: RangedBeacon)?
         let subject = scanners[index].id
-        for state in scanners[index].regions where state.membership.state == .inside {
-            guard let region = matcher.regions[Int(state.slot)] else { continue }
-            let beacons = ranged.filter { $0.slots.contains(state.slot) }.map(\.beacon)
+        for stateIndex in scanners[index].regions.indices
+        where scanners[index].regions[stateIndex].membership.state == .inside {
+            let slot = scanners[index].regions[stateIndex].slot
+            guard let regionID = matcher.regionID(slot: Int(slot)) else { continue }
+            var beacons: [RangedBeacon] = []
+            for entry in ranged where scanners[index].beacons[entry.index].slots.contains(slot) {
+                beacons.append(entry.beacon)
+            }
             if let nearest = beacons.first, nearest.proximity != .unknown {
                 if closest == nil || Self.nearerFirst(nearest, closest!.beacon)
                     || (nearest == closest!.beacon
-                        && region.spec.constraint.specificity
-                            > matcher.regions[Int(closest!.region)]!.spec.constraint.specificity)
+                        && matcher.specificity(slot: Int(slot)) > matcher.specificity(slot: Int(closest!.region)))
                 {
-                    closest = (state.slot, nearest)
+                    closest = (slot, nearest)
                 }
             }
-            body(RangingReport(region: region.id, subject: subject, t: now, beacons: beacons))
+            body(RangingReport(region: regionID, subject: subject, t: now, beacons: beacons))
         }
         scanners[index].closest = closest
     }

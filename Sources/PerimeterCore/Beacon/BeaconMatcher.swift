@@ -22,6 +22,10 @@ public struct BeaconRegion: Sendable {
 public struct BeaconMatcher: Sendable {
     /// The regions, by slot (slots are stable while the matcher lives; removed ones leave a hole).
     public private(set) var regions: [BeaconRegion?] = []
+    /// Per slot, for the hot path without copying regions: the RSSI floor (−∞ when none, +∞
+    /// for a removed slot, so nothing counts) and whether the region has a dwell time.
+    public private(set) var rssiFloors: [Double] = []
+    public private(set) var hasDwell: [Bool] = []
     private var slotByID: [String: Int] = [:]
     private var byPrefix: [PrefixKey: PrefixEntry] = [:]
 
@@ -54,6 +58,12 @@ public struct BeaconMatcher: Sendable {
 
     public func slot(of id: String) -> Int? { slotByID[id] }
 
+    /// The id of the region in `slot`, without copying the region; nil for a removed one.
+    public func regionID(slot: Int) -> String? { regions[slot]?.region.id }
+
+    /// How much of an identity the constraint in `slot` pins (0 for a removed one).
+    public func specificity(slot: Int) -> Int { regions[slot]?.spec.constraint.specificity ?? 0 }
+
     /// Adds or replaces a beacon region (ignores other regions); returns whether it was taken.
     @discardableResult
     public mutating func upsert(_ region: Region) -> Bool {
@@ -66,8 +76,12 @@ public struct BeaconMatcher: Sendable {
         } else {
             slot = regions.count
             regions.append(prepared)
+            rssiFloors.append(0)
+            hasDwell.append(false)
             slotByID[region.id] = slot
         }
+        rssiFloors[slot] = prepared.spec.minRssi ?? -.infinity
+        hasDwell[slot] = region.dwellAfter != nil
         let constraint = prepared.spec.constraint
         let key = PrefixKey(format: constraint.format, prefix: constraint.prefix)
         var entry = byPrefix[key] ?? PrefixEntry()
@@ -86,6 +100,8 @@ public struct BeaconMatcher: Sendable {
         guard let slot = slotByID.removeValue(forKey: id) else { return false }
         unindex(slot: slot)
         regions[slot] = nil
+        rssiFloors[slot] = .infinity
+        hasDwell[slot] = false
         return true
     }
 

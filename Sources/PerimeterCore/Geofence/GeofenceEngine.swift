@@ -324,7 +324,8 @@ extension Array where Element == RegionEvent {
     /// Event-time order; at equal times a region's state comes before its transition, and
     /// regions follow each other by id, so the order is deterministic.
     func sortedForPublishing() -> [RegionEvent] {
-        enumerated().sorted { left, right in
+        if count < 2 || zip(self, dropFirst()).allSatisfy({ $0.t <= $1.t }) { return self }
+        return enumerated().sorted { left, right in
             if left.element.t != right.element.t { return left.element.t < right.element.t }
             return left.offset < right.offset
         }.map(\.element)

@@ -46,6 +46,17 @@ struct Membership: Sendable {
     var dwellFired = false
     var seq = 0
 
+    /// Where the state is going: the pending change, else the state.
+    var heading: MembershipState { pending?.state ?? state }
+
+    /// Confirmed inside, with nothing pending.
+    var isSettledInside: Bool { state == .inside && pending == nil }
+
+    /// Whether time alone can change something: a pending delay, or a dwell not yet fired.
+    func awaitsTimer(hasDwell: Bool) -> Bool {
+        pending != nil || (state == .inside && !dwellFired && hasDwell)
+    }
+
     /// Applies one decisive observation.
     mutating func observe(
         _ target: MembershipState, at t: Date, evidence: Evidence, _ context: MembershipContext

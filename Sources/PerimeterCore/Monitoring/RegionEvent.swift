@@ -68,12 +68,14 @@ public struct RegionEvent: Sendable, Hashable {
 
     /// The id of transition number `seq` of `kind` for (venue, region, subject).
     public static func makeID(venue: String, region: String, subject: String, kind: Kind, seq: Int) -> String {
-        var hasher = SHA256()
+        // One contiguous message, hashed in one pass: ids are made for every transition.
+        var message: [UInt8] = []
+        message.reserveCapacity(venue.utf8.count + region.utf8.count + subject.utf8.count + 32)
         for part in [venue, region, subject, kind.rawValue, String(seq)] {
-            hasher.update(part)
-            hasher.update([0])
+            message.append(contentsOf: part.utf8)
+            message.append(0)
         }
-        return Hex.encode(Array(hasher.finalize().prefix(16)))
+        return Hex.encode(SHA256.hash(message).prefix(16))
     }
 
     /// The event as the JSON payload of its topic (DESIGN.md §4).

@@ -20,35 +20,55 @@ public struct SHA256 {
         0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
     ]
 
-    public init() {}
+    public init() { buffer.reserveCapacity(128) }
 
     public mutating func update(_ bytes: some Sequence<UInt8>) {
+        let done: Void? = bytes.withContiguousStorageIfAvailable { update(contiguous: $0) }
+        if done != nil { return }
         for byte in bytes {
             buffer.append(byte)
             length &+= 1
             if buffer.count == 64 {
-                compress(buffer)
+                compress(block: 0)
                 buffer.removeAll(keepingCapacity: true)
             }
         }
     }
 
-    public mutating func update(_ text: String) { update(text.utf8) }
+    public mutating func update(_ text: String) {
+        var text = text
+        text.withUTF8 { update(contiguous: $0) }
+    }
+
+    /// Appends whole runs at once (event ids hash short strings many times a second).
+    private mutating func update(contiguous bytes: UnsafeBufferPointer<UInt8>) {
+        var offset = 0
+        length &+= UInt64(bytes.count)
+        while offset < bytes.count {
+            let take = min(64 - buffer.count, bytes.count - offset)
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[offset..<offset + take]))
+            offset += take
+            if buffer.count == 64 {
+                compress(block: 0)
+                buffer.removeAll(keepingCapacity: true)
+            }
+        }
+    }
 
     public mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8
         buffer.append(0x80)
-        while buffer.count % 64 != 56 { buffer.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) {
-            buffer.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
-        }
-        for start in stride(from: 0, to: buffer.count, by: 64) { compress(Array(buffer[start..<start + 64])) }
+        let padded = (buffer.count + 8 + 63) / 64 * 64
+        buffer.append(contentsOf: repeatElement(0, count: padded - 8 - buffer.count))
+        withUnsafeBytes(of: bitLength.bigEndian) { buffer.append(contentsOf: $0) }
+        for start in stride(from: 0, to: buffer.count, by: 64) { compress(block: start) }
         buffer.removeAll()
-        var digest: [UInt8] = []
-        for word in state {
-            for shift in stride(from: 24, through: 0, by: -8) {
-                digest.append(UInt8(truncatingIfNeeded: word >> UInt32(shift)))
-            }
+        var digest = [UInt8](repeating: 0, count: 32)
+        for (index, word) in state.enumerated() {
+            digest[index * 4] = UInt8(truncatingIfNeeded: word >> 24)
+            digest[index * 4 + 1] = UInt8(truncatingIfNeeded: word >> 16)
+            digest[index * 4 + 2] = UInt8(truncatingIfNeeded: word >> 8)
+            digest[index * 4 + 3] = UInt8(truncatingIfNeeded: word)
         }
         return digest
     }
@@ -59,13 +79,22 @@ public struct SHA256 {
         return hasher.finalize()
     }
 
-    private mutating func compress(_ block: [UInt8]) {
-        var w = [UInt32](repeating: 0, count: 64)
-        for i in 0..<16 {
-            w[i] =
-                UInt32(block[i * 4]) << 24 | UInt32(block[i * 4 + 1]) << 16 | UInt32(block[i * 4 + 2]) << 8
-                | UInt32(block[i * 4 + 3])
+    /// Compresses the 64 bytes of `buffer` from `start` into the state.
+    private mutating func compress(block start: Int) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            buffer.withUnsafeBufferPointer { bytes in
+                for i in 0..<16 {
+                    let at = start + i * 4
+                    w[i] =
+                        UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8
+                        | UInt32(bytes[at + 3])
+                }
+            }
+            compress(schedule: w)
         }
+    }
+
+    private mutating func compress(schedule w: UnsafeMutableBufferPointer<UInt32>) {
         for i in 16..<64 {
             let s0 = rotate(w[i - 15], 7) ^ rotate(w[i - 15], 18) ^ (w[i - 15] >> 3)
             let s1 = rotate(w[i - 2], 17) ^ rotate(w[i - 2], 19) ^ (w[i - 2] >> 10)
