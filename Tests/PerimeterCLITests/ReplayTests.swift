@@ -188,4 +188,16 @@ struct UpTests {
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stdout.contains("ratio (perimeter / mosquitto tools): "))
     }
+
+    @Test("bench beacons runs the whole sighting path and reports its rate (Perimeter side only)")
+    func benchBeacons() async throws {
+        let result = try await perimeter([
+            "bench", "beacons", "--beacons", "200", "--regions", "20", "--subjects", "300", "--seconds", "3",
+            "--decode-adverts", "2000", "--no-baseline",
+        ])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stdout.contains("2700 sightings in "))
+        #expect(result.stdout.contains("ranging reports"))
+        #expect(result.stdout.contains("decoder alone: Perimeter "))
+    }
 }
