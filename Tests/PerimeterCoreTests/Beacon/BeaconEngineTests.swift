@@ -375,6 +375,12 @@ struct BeaconEngineTests {
         #expect(location.floor == 1)
         #expect(location.gateways == 2)
         #expect(location.fix.source == "ble-gateway")
+        // The position feeds the geofences like any fix: a 5 m circle round gw-west sees the tag enter.
+        var geofences = GeofenceEngine(regions: [Region(id: "desk", shape: .circle(center: west, radius: 5))])
+        let entered = try geofences.process(location.fix).get().filter { $0.kind == .enter }
+        #expect(entered.map(\.region) == ["desk"])
+        #expect(entered.first?.subject == location.subject)
+        #expect(entered.first?.source == "ble-gateway")
         // Later the east gateway hears it loudest; the west sighting has left the 10 s window.
         let third = try engine.process(Self.report(12, [(tag, -50)], agent: "gw-east")).get()
         #expect(third.locations.first?.room == "room-102")
