@@ -40,22 +40,6 @@ public struct BeaconParameters: Sendable, Hashable {
     }
 }
 
-/// A fixed BLE receiver registered in the venue: where it is, and the room it covers.
-public struct Gateway: Sendable, Hashable {
-    public var id: String
-    public var position: GeoPoint
-    public var floor: Int?
-    /// The room or zone it covers; a tag's room is the zone of its strongest gateway.
-    public var zone: String?
-
-    public init(id: String, position: GeoPoint, floor: Int? = nil, zone: String? = nil) {
-        self.id = id
-        self.position = position
-        self.floor = floor
-        self.zone = zone
-    }
-}
-
 /// One beacon heard once.
 public struct BeaconSighting: Sendable, Hashable {
     public var identity: BeaconIdentity
@@ -151,32 +135,11 @@ public struct RangingReport: Sendable, Hashable {
     }
 }
 
-/// Where a tag is, from the fixed gateways that hear it (gateway mode).
-public struct TagLocation: Sendable, Hashable {
-    public var subject: String
-    public var identity: BeaconIdentity
-    public var t: Date
-    /// The RSSI-weighted centroid of the gateways that heard the tag in the window.
-    public var position: GeoPoint
-    /// Metres: the weighted spread of those gateways, at least the estimated distance to the strongest.
-    public var accuracy: Double
-    public var floor: Int?
-    /// The zone of the strongest gateway.
-    public var room: String?
-    public var strongestGateway: String
-    public var gateways: Int
-
-    /// As a fix for the geofence engine.
-    public var fix: Fix {
-        Fix(subject: subject, t: t, position: position, accuracy: accuracy, floor: floor, source: "ble-gateway")
-    }
-}
-
 /// What one report changed.
 public struct BeaconUpdate: Sendable {
     /// Beacon-region states and transitions, in event-time order per subject.
     public var events: [RegionEvent] = []
-    /// Gateway mode: the new position of every tag the report heard.
+    /// Gateway mode: where every tag the report heard is now.
     public var locations: [TagLocation] = []
 }
 
@@ -196,12 +159,10 @@ public struct BeaconUpdate: Sendable {
 public struct BeaconEngine: Sendable {
     public let parameters: BeaconParameters
     public private(set) var matcher: BeaconMatcher
-    private var gateways: [Gateway] = []
-    private var gatewayByID: [String: Int] = [:]
+    /// Gateway mode: registered gateways and the tags they hear.
+    public private(set) var locator: GatewayLocator
     private var scanners: [ScannerSubject] = []
     private var scannerByID: [String: Int] = [:]
-    private var tags: [Tag] = []
-    private var tagByIdentity: [BeaconIdentity: Int] = [:]
     /// Bumped when regions change, so that cached matches are recomputed.
     private var generation = 0
 
@@ -245,40 +206,20 @@ public struct BeaconEngine: Sendable {
         var closest: (region: Int32, beacon: RangedBeacon)?
     }
 
-    struct Hearing: Sendable {
-        var gateway: Int
-        var samples: [(t: Double, rssi: Double)] = []
-    }
-
-    struct Tag: Sendable {
-        var subject: String
-        var identity: BeaconIdentity
-        var tx1m: Double?
-        var hearings: [Hearing] = []
-        var lastHeard = -Double.infinity
-    }
-
     public init(regions: [Region], gateways: [Gateway] = [], parameters: BeaconParameters = BeaconParameters()) {
         self.parameters = parameters
         matcher = BeaconMatcher(regions)
-        for gateway in gateways { register(gateway) }
+        locator = GatewayLocator(gateways: gateways, parameters: parameters)
     }
 
     /// Adds or moves a gateway.
-    public mutating func register(_ gateway: Gateway) {
-        if let index = gatewayByID[gateway.id] {
-            gateways[index] = gateway
-        } else {
-            gatewayByID[gateway.id] = gateways.count
-            gateways.append(gateway)
-        }
-    }
+    public mutating func register(_ gateway: Gateway) { locator.register(gateway) }
 
-    public func isGateway(_ agent: String) -> Bool { gatewayByID[agent] != nil }
+    public func isGateway(_ agent: String) -> Bool { locator.isGateway(agent) }
 
     /// Subjects tracked in scanner mode, and tags in gateway mode.
     public var subjectCount: Int { scanners.count }
-    public var tagCount: Int { tags.count }
+    public var tagCount: Int { locator.tagCount }
 
     /// The confirmed state of `subject` for beacon region `region`.
     public func state(subject: String, region: String) -> MembershipState {
@@ -308,7 +249,7 @@ public struct BeaconEngine: Sendable {
         return nil
     }
 
-    private func gateway(of agent: String) -> Int? { gatewayByID.isEmpty ? nil : gatewayByID[agent] }
+    private func gateway(of agent: String) -> Int? { locator.index(of: agent) }
 
     private func scannerIndex(of report: BeaconReport) -> Int? { scannerByID[report.subject ?? report.agent] }
 
@@ -317,8 +258,13 @@ public struct BeaconEngine: Sendable {
         let gateway = gateway(of: report.agent)
         let scanner = gateway == nil ? scannerIndex(of: report) : nil
         if let rejection = validate(report, gateway: gateway, scanner: scanner) { return .failure(rejection) }
-        if let gateway {
-            return .success(BeaconUpdate(locations: processGateway(report, gateway: gateway)))
+        if gateway != nil {
+            let tags = TagReport(
+                gateway: report.agent, t: report.t,
+                sightings: report.sightings.map {
+                    TagSighting(subject: $0.identity.canonical, identity: $0.identity, rssi: $0.rssi, tx1m: $0.tx1m)
+                })
+            return .success(BeaconUpdate(locations: locator.process(tags)))
         }
         return .success(BeaconUpdate(events: processScanner(report, index: scanner)))
     }
@@ -563,92 +509,6 @@ public struct BeaconEngine: Sendable {
             let region = matcher.regions[Int(closest.region)]
         else { return nil }
         return (region.id, closest.beacon)
-    }
-
-    // MARK: - Gateway mode
-
-    private mutating func processGateway(_ report: BeaconReport, gateway: Int) -> [TagLocation] {
-        let t = report.t.timeIntervalSinceReferenceDate
-        var locations: [TagLocation] = []
-        for sighting in report.sightings {
-            let rssi = parameters.calibration.adjusted(rssi: sighting.rssi, agent: report.agent)
-            let index: Int
-            if let existing = tagByIdentity[sighting.identity] {
-                index = existing
-            } else {
-                index = tags.count
-                tagByIdentity[sighting.identity] = index
-                tags.append(Tag(subject: sighting.identity.canonical, identity: sighting.identity))
-            }
-            if let tx1m = sighting.tx1m { tags[index].tx1m = tx1m }
-            tags[index].lastHeard = max(tags[index].lastHeard, t)
-            let cutoff = t - parameters.centroidWindow
-            if let hearing = tags[index].hearings.firstIndex(where: { $0.gateway == gateway }) {
-                tags[index].hearings[hearing].samples.append((t, rssi))
-            } else {
-                tags[index].hearings.append(Hearing(gateway: gateway, samples: [(t, rssi)]))
-            }
-            for hearing in tags[index].hearings.indices {
-                tags[index].hearings[hearing].samples.removeAll { $0.t < cutoff }
-            }
-            tags[index].hearings.removeAll { $0.samples.isEmpty }
-            if let location = locate(tag: index, at: report.t) { locations.append(location) }
-        }
-        return locations
-    }
-
-    /// The tag's position from the gateways that heard it in the window.
-    private func locate(tag index: Int, at t: Date) -> TagLocation? {
-        let tag = tags[index]
-        let heard = tag.hearings.map { hearing in
-            (
-                gateway: gateways[hearing.gateway],
-                rssi: hearing.samples.reduce(0) { $0 + $1.rssi } / Double(hearing.samples.count)
-            )
-        }
-        guard
-            let strongest = heard.max(by: {
-                $0.rssi != $1.rssi ? $0.rssi < $1.rssi : $0.gateway.id > $1.gateway.id
-            })
-        else { return nil }
-        let plane = Geodesy.LocalPlane(origin: strongest.gateway.position)
-        var x = 0.0
-        var y = 0.0
-        var total = 0.0
-        var projected: [(x: Double, y: Double, w: Double)] = []
-        for entry in heard {
-            let weight = pow(10, (entry.rssi - strongest.rssi) / 10)
-            let point = plane.project(entry.gateway.position)
-            projected.append((point.x, point.y, weight))
-            x += weight * point.x
-            y += weight * point.y
-            total += weight
-        }
-        x /= total
-        y /= total
-        var spread = 0.0
-        for point in projected { spread += point.w * ((point.x - x) * (point.x - x) + (point.y - y) * (point.y - y)) }
-        spread = (spread / total).squareRoot()
-        let tx1m = parameters.calibration.tx1m(for: tag.identity, advertised: tag.tx1m)
-        let toStrongest = parameters.distanceModel.distance(rssi: strongest.rssi, tx1m: tx1m)
-        let offset = (x * x + y * y).squareRoot()
-        let position =
-            offset < 1e-9
-            ? strongest.gateway.position
-            : Geodesy.destination(
-                strongest.gateway.position, bearing: atan2(x, y), distance: offset)
-        return TagLocation(
-            subject: tag.subject, identity: tag.identity, t: t, position: position,
-            accuracy: max(spread, toStrongest), floor: strongest.gateway.floor, room: strongest.gateway.zone,
-            strongestGateway: strongest.gateway.id, gateways: heard.count)
-    }
-
-    /// The latest known location of a tag (gateway mode) at `t`, from sightings in the window.
-    public func location(ofTag subject: String, at t: Date) -> TagLocation? {
-        guard let identity = BeaconIdentity(canonical: subject), let index = tagByIdentity[identity] else {
-            return nil
-        }
-        return locate(tag: index, at: t)
     }
 
     // MARK: - Regions

@@ -364,20 +364,21 @@ struct BeaconEngineTests {
         let first = try engine.process(Self.report(0, [(tag, -60)], agent: "gw-west")).get()
         #expect(first.locations.count == 1)
         #expect(first.locations[0].subject == "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:9:9")
-        #expect(Geodesy.distance(first.locations[0].position, west) < 1e-6)
+        #expect(Geodesy.distance(try #require(first.locations[0].position), west) < 1e-6)
         #expect(first.events.isEmpty)
         // −70 dBm is a tenth of the power of −60: the centroid is 10 · 0.1/1.1 m east of gw-west.
         let second = try engine.process(Self.report(1, [(tag, -70)], agent: "gw-east")).get()
         let location = try #require(second.locations.first)
-        #expect(abs(Geodesy.distance(location.position, west) - 10 * 0.1 / 1.1) < 0.01)
-        #expect(abs(Geodesy.bearing(west, location.position) - .pi / 2) < 0.01)
+        let position = try #require(location.position)
+        #expect(abs(Geodesy.distance(position, west) - 10 * 0.1 / 1.1) < 0.01)
+        #expect(abs(Geodesy.bearing(west, position) - .pi / 2) < 0.01)
         #expect(location.room == "room-101")
         #expect(location.floor == 1)
         #expect(location.gateways == 2)
-        #expect(location.fix.source == "ble-gateway")
+        #expect(location.fix?.source == "ble-gateway")
         // The position feeds the geofences like any fix: a 5 m circle round gw-west sees the tag enter.
         var geofences = GeofenceEngine(regions: [Region(id: "desk", shape: .circle(center: west, radius: 5))])
-        let entered = try geofences.process(location.fix).get().filter { $0.kind == .enter }
+        let entered = try geofences.process(try #require(location.fix)).get().filter { $0.kind == .enter }
         #expect(entered.map(\.region) == ["desk"])
         #expect(entered.first?.subject == location.subject)
         #expect(entered.first?.source == "ble-gateway")
@@ -387,6 +388,23 @@ struct BeaconEngineTests {
         #expect(third.locations.first?.gateways == 1)
         #expect(engine.tagCount == 1)
         #expect(engine.subjectCount == 0)
+    }
+
+    @Test("gateway mode by adapter: unplaced room nodes name the room; tags need no beacon identity")
+    func unplacedRooms() throws {
+        var locator = GatewayLocator()
+        let kitchen = locator.process(
+            TagReport(gateway: "kitchen", t: at(0), sightings: [TagSighting(subject: "espresense:phone-1", rssi: -70)]))
+        let office = locator.process(
+            TagReport(gateway: "office", t: at(1), sightings: [TagSighting(subject: "espresense:phone-1", rssi: -60)]))
+        #expect(kitchen.first?.room == "kitchen")
+        #expect(office.first?.room == "office")
+        #expect(office.first?.position == nil)
+        #expect(office.first?.fix == nil)
+        #expect(office.first?.gateways == 2)
+        // −60 dBm at the default −59 dBm at 1 m: about 1.1 m from the office node.
+        #expect(abs((office.first?.accuracy ?? 0) - 1.1220184543019633) < 1e-9)
+        #expect(locator.gateway("kitchen")?.zone == "kitchen")
     }
 }
 
