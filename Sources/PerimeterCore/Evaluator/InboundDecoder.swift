@@ -216,10 +216,10 @@ public enum InboundDecoder {
                 throw advert.schema("namespace", "expected 20 hex digits, got '\(text)'")
             }
             guard let instanceText = try advert.string("instance") else { throw advert.missing("instance") }
-            guard instanceText.utf8.count == 12, let instance = UInt64(instanceText, radix: 16) else {
+            guard instanceText.utf8.count == 12, let bytes = Hex.decode(Array(instanceText.utf8)) else {
                 throw advert.schema("instance", "expected 12 hex digits, got '\(instanceText)'")
             }
-            identity = .eddystone(namespace: namespace, instance: instance)
+            identity = .eddystone(namespace: namespace, instance: bytes.reduce(0) { $0 << 8 | UInt64($1) })
         default:
             guard let data = try advert.string("data") else { throw advert.missing("data") }
             _ = try advert.string("mac")

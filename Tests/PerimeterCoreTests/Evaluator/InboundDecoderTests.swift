@@ -182,6 +182,10 @@ private let rejections: [Rejection] = [
     Rejection(
         ble, advert(#""namespace":"edd1ebeac04e5defa017","instance":"xyz","rssi":-60"#), "schema",
         "adverts[0].instance"),
+    // UInt64(_:radix:) would take the sign: 12 characters, 11 digits.
+    Rejection(
+        ble, advert(#""namespace":"edd1ebeac04e5defa017","instance":"+0102030405f","rssi":-60"#), "schema",
+        "adverts[0].instance"),
     Rejection(ble, advert(#""id1":"nope","id2":1,"id3":2,"rssi":-60"#), "schema", "adverts[0].id1"),
     Rejection(ble, advert(#""rssi":-60"#), "schema", "adverts[0]"),
     Rejection(ble, advert(iBeaconFields + #","data":"020106","rssi":-60"#), "schema", "adverts[0]"),
@@ -558,4 +562,180 @@ struct InboundAdapterTests {
 private struct Failure: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+// MARK: - Fuzz
+
+/// Valid payloads per route, the starting points for mutation.
+private let fuzzSeeds: [(InboundRoute, [String])] = [
+    (
+        gps,
+        ["{\(fixFields),\"acc\":5,\"alt\":35,\"vacc\":3,\"floor\":2,\"speed\":1.2,\"course\":90,\"subject\":\"ann\"}"]
+    ),
+    (
+        ble,
+        [
+            advert(iBeaconFields + #","rssi":-60,"tx":-59"#),
+            #"{"t":"2026-01-01T10:00:00Z","subject":"ann","adverts":[{"namespace":"edd1ebeac04e5defa017","instance":"0102030405ff","rssi":-70},{"id1":"\#(uuidText)","id2":7,"id3":8,"rssi":-80},{"data":"\#(iBeaconVector)","rssi":-65,"mac":"aa:bb"}]}"#,
+        ]
+    ),
+    (status, [#"{"online":true,"caps":["gps","ble-scan"],"mode":"gateway","version":"1.2.0","t":1780000000}"#]),
+    (
+        region,
+        [
+            #"{"type":"Feature","properties":{"radius":5,"name":"Kiosk","dwellAfter":60},"geometry":{"type":"Point","coordinates":[2.3362,48.8605]}}"#,
+            #"{"type":"Feature","id":"kiosk","properties":{"floor":1},"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}}"#,
+            #"{"type":"Feature","geometry":null,"properties":{"beacon":{"uuid":"\#(uuidText)","major":3,"minRssi":-80}}}"#,
+        ]
+    ),
+    (authorization, [#"{"status":"whenInUse","accuracy":"reduced","temporary":true}"#]),
+    (usage, [#"{"inUse":true,"background":false}"#]),
+    (preferences, [#"{"defaultPlace":"cafe","locale":"fr-FR"}"#]),
+    (session, [#"{"subjects":["ann","badge-7"],"level":"whenInUse","fullAccuracyPurpose":"wayfinding"}"#]),
+    (
+        ownTracks,
+        [
+            #"{"_type":"location","tid":"JJ","acc":12,"lat":48.8584,"lon":2.2945,"tst":1700000000,"alt":35,"vac":3}"#,
+            #"{"_type":"waypoint","desc":"Home","lat":52.3702,"lon":4.8952,"rad":50,"tst":1700000000,"rid":"a1b2"}"#,
+            #"{"_type":"waypoints","waypoints":[{"desc":"Work","lat":52.37,"lon":4.89,"rad":100,"tst":1},{"desc":"Desk","lat":0,"lon":0,"rad":0,"tst":2,"uuid":"\#(uuidText)","major":1,"minor":2}]}"#,
+        ]
+    ),
+    (
+        espresense,
+        [#"{"id":"iBeacon:e5b9e3a6-27e2-4c36-a257-7698da5fc140-1-2","rssi":-70,"rssi@1m":-59,"distance":3.2}"#]
+    ),
+]
+
+/// Mutates payloads: byte edits, JSON-aware value swaps, and plain noise, all from a fixed seed.
+private struct Mutator {
+    var random: SplitMix64
+
+    static let tokens: [String] = [
+        "null", "true", "0", "-0", "1e400", "-1e999", "1e-400", "9007199254740993", "-128", "21", "91", "-181",
+        "65536", "1.5", "\"\"", "\"*\"", "\"a/b\"", "\"%\"", "[]", "{}", "[[[[", "}}", ",", ":", "\"\\u0000\"",
+        "\"\\ud800\"", "\"2026-13-45T99:99:99Z\"", "\"020106\"", "\"0201061aff4c000215\"", "\u{FF}", "\u{0}",
+    ]
+    static let keys: [String] = [
+        "subject", "t", "lat", "lon", "acc", "floor", "adverts", "uuid", "major", "minor", "rssi", "tx", "namespace",
+        "instance", "id1", "id2", "id3", "data", "mac", "online", "caps", "mode", "type", "id", "properties",
+        "geometry", "coordinates", "radius", "beacon", "status", "accuracy", "temporary", "inUse", "subjects", "level",
+        "defaultPlace", "_type", "tst", "desc", "rad", "rid", "waypoints", "rssi@1m", "distance",
+    ]
+    static let values: [JSONValue] = [
+        .null, true, false, 0, -1, 1.5, 20, -127, 65535, 65536, 91, -181, 1e300, -1e300, 1_700_000_000, "", "*", "x/y",
+        "a+b", .string(uuidText), "edd1ebeac04e5defa017", "0102030405ff", .string(iBeaconVector), "0201061aff4c00",
+        "2026-01-01T10:00:00Z", "gateway", "always", "location", "waypoint", "waypoints", "Feature", "Point",
+        "Polygon", [], [:], [1, 2], [[0, 0], [1, 0]], ["a": 1],
+    ]
+
+    mutating func below(_ count: Int) -> Int { Int(random.next() % UInt64(max(count, 1))) }
+
+    mutating func payload(from seed: String) -> [UInt8] {
+        switch below(10) {
+        case 0..<4: return edited(Array(seed.utf8))
+        case 4..<8:
+            guard let value = try? JSONValue(parsing: seed) else { return edited(Array(seed.utf8)) }
+            let mutated = Array(mutate(value, depth: 0).serialized().utf8)
+            return below(4) == 0 ? edited(mutated) : mutated
+        case 8: return (0..<below(64)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        default: return Array(randomValue(depth: 0).serialized().utf8)
+        }
+    }
+
+    private mutating func edited(_ bytes: [UInt8]) -> [UInt8] {
+        var bytes = bytes
+        for _ in 0...below(4) {
+            let at = below(bytes.count + 1)
+            switch below(5) {
+            case 0 where at < bytes.count: bytes[at] ^= UInt8(1) << UInt8(below(8))
+            case 1 where at < bytes.count: bytes.remove(at: at)
+            case 2: bytes.insert(contentsOf: Array(Self.tokens[below(Self.tokens.count)].utf8), at: at)
+            case 3: bytes.removeSubrange(at..<bytes.count)
+            default: bytes.insert(UInt8(truncatingIfNeeded: random.next()), at: at)
+            }
+        }
+        return bytes
+    }
+
+    private mutating func mutate(_ value: JSONValue, depth: Int) -> JSONValue {
+        if depth > 6 || below(6) == 0 { return randomValue(depth: depth) }
+        switch value {
+        case .object(var object):
+            for key in object.keys where below(3) == 0 {
+                if below(4) == 0 {
+                    object[key] = nil
+                } else if let member = object[key] {
+                    object[key] = mutate(member, depth: depth + 1)
+                }
+            }
+            if below(4) == 0 { object[Self.keys[below(Self.keys.count)]] = randomValue(depth: depth + 1) }
+            return .object(object)
+        case .array(var array):
+            for index in array.indices where below(3) == 0 { array[index] = mutate(array[index], depth: depth + 1) }
+            if below(8) == 0, let first = array.first { array += Array(repeating: first, count: below(300)) }
+            if below(8) == 0, !array.isEmpty { array.remove(at: below(array.count)) }
+            return .array(array)
+        default:
+            return randomValue(depth: depth)
+        }
+    }
+
+    private mutating func randomValue(depth: Int) -> JSONValue {
+        switch below(depth > 3 ? 1 : 5) {
+        case 0, 1: return Self.values[below(Self.values.count)]
+        case 2: return .number(Double(bitPattern: random.next()))
+        case 3: return .array((0..<below(4)).map { _ in randomValue(depth: depth + 1) })
+        default:
+            var object = JSONObject()
+            for _ in 0..<below(4) { object[Self.keys[below(Self.keys.count)]] = randomValue(depth: depth + 1) }
+            return .object(object)
+        }
+    }
+}
+
+@Suite("Inbound decoding survives anything")
+struct InboundFuzzTests {
+    static let codes: Set<String> = ["json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert"]
+
+    @Test("20,000 mutated payloads per route: each decodes or is refused with a known code", arguments: 0..<10)
+    func mutatedPayloads(routeIndex: Int) {
+        let (route, seeds) = fuzzSeeds[routeIndex]
+        var mutator = Mutator(random: SplitMix64(seed: 0x1B0D + UInt64(routeIndex)))
+        var decoded = 0
+        var refused: [String: Int] = [:]
+        for round in 0..<20_000 {
+            let payload = mutator.payload(from: seeds[round % seeds.count])
+            do {
+                _ = try InboundDecoder.decode(route, payload: payload, receivedAt: now)
+                decoded += 1
+            } catch {
+                refused[error.code, default: 0] += 1
+                if !Self.codes.contains(error.code) || error.message.isEmpty {
+                    Issue.record(
+                        "\(route): unexpected refusal \(error) for \(String(decoding: payload, as: UTF8.self))")
+                    return
+                }
+            }
+        }
+        // Both outcomes happen: the mutations reach past the JSON parser into each route's checks.
+        #expect(decoded > 0, "\(route): nothing decoded; refusals \(refused)")
+        #expect(refused.values.reduce(0, +) > 0, "\(route): nothing refused")
+        #expect(refused.keys.contains { $0 != "json" }, "\(route): only JSON errors \(refused)")
+    }
+
+    @Test("20,000 random topics route or are ignored")
+    func randomTopics() {
+        var random = SplitMix64(seed: 7)
+        let parts = [
+            "perimeter", "v1", "museum", "obs", "gps", "ble", "regions", "subjects", "sessions", "owntracks",
+            "espresense", "devices", "%", "%2F", "%2", "", "a", "+", "#",
+        ]
+        var routed = 0
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 7)
+            let topic = (0..<count).map { _ in parts[Int(random.next() % UInt64(parts.count))] }.joined(separator: "/")
+            if InboundDecoder.route(topic: topic, prefix: "perimeter/v1", venues: venues) != nil { routed += 1 }
+        }
+        #expect(routed > 0)
+    }
 }
