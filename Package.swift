@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "PerimeterMQTT", targets: ["PerimeterMQTT"]),
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
+        .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -29,10 +30,17 @@ let package = Package(
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
 
+        // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
+        .target(
+            name: "PerimeterEvaluator",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
-            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+            dependencies: [
+                "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
+            ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
         // Tests' shared parts: broker launcher, in-memory log handler, fake clock, fixtures.
@@ -53,6 +61,10 @@ let package = Package(
             dependencies: ["PerimeterStore", "PerimeterTestSupport"]),
         .testTarget(
             name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterTestSupport"]),
+        .testTarget(
+            name: "PerimeterEvaluatorTests",
+            dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

@@ -189,6 +189,40 @@ public final class ConfigReader {
         }
     }
 
+    /// A structured setting (an array or object) as JSON: from the file as written, or from a
+    /// variable or `--set` flag holding JSON text.
+    public func json(_ key: String) -> JSONValue? {
+        guard let raw = raw(key), !raw.value.isNull else { return nil }
+        let fromFile = overrides[key] == nil && environment[Self.environmentName(for: key)] == nil
+        if !fromFile, case .string(let text) = raw.value {
+            guard let parsed = try? JSONParser.parse(text) else {
+                problem(key, "expected JSON, got \(Self.show(raw.value))", raw)
+                return nil
+            }
+            record(key, parsed.serialized(), secret: false)
+            return parsed
+        }
+        record(key, raw.value.serialized(), secret: false)
+        return raw.value
+    }
+
+    /// The names under `prefix` in the file and the `--set` flags: `venues` → `["museum", "zoo"]`
+    /// for `venues.museum.*` and `venues.zoo.*` keys.
+    public func children(of prefix: String) -> [String] {
+        var names: Set<String> = []
+        for key in Set(file.keys).union(overrides.keys) where key.hasPrefix(prefix + ".") {
+            if let name = key.dropFirst(prefix.count + 1).split(separator: ".").first { names.insert(String(name)) }
+        }
+        return names.sorted()
+    }
+
+    /// Marks every key under `prefix` as read (its reader checks the values itself).
+    public func claim(_ prefix: String) {
+        for key in Set(file.keys).union(overrides.keys) where key == prefix || key.hasPrefix(prefix + ".") {
+            known.insert(key)
+        }
+    }
+
     /// Adds a problem found by a cross-field check (e.g. a TLS key without a certificate).
     public func reject(_ key: String, _ message: String) {
         problem(key, message, raw(key))

@@ -23,6 +23,18 @@ public enum Signals {
     }
 
     /// `SIGINT` → "SIGINT".
+    /// SIGHUP as a stream: services re-read their files on it.
+    public static func hangups() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self)
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global())
+        source.setEventHandler { continuation.yield() }
+        source.resume()
+        let box = SourceBox([source])
+        continuation.onTermination = { _ in box.cancel() }
+        return stream
+    }
+
     public static func name(_ number: Int32) -> String {
         switch number {
         case SIGINT: "SIGINT"

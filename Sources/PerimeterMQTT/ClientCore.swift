@@ -18,6 +18,8 @@ final class ClientCore: @unchecked Sendable {
     let handle: OpaquePointer
     let state = Mutex(State())
     let inbound: AsyncStream<MQTTMessage>.Continuation
+    /// Called on the network thread for every message, before it is queued for the consumer.
+    let onReceive: (@Sendable (MQTTMessage) -> Void)?
     let dropped = Atomic<Int>(0)
     let received = Atomic<Int>(0)
     /// Signalled to cut a backoff sleep short when stopping.
@@ -78,9 +80,13 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
-    init(configuration: MQTTConfiguration, inbound: AsyncStream<MQTTMessage>.Continuation) throws(MQTTError) {
+    init(
+        configuration: MQTTConfiguration, inbound: AsyncStream<MQTTMessage>.Continuation,
+        onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
+    ) throws(MQTTError) {
         self.configuration = configuration
         self.inbound = inbound
+        self.onReceive = onReceive
         self.isV5 = configuration.protocolVersion == .v5
         let persistent = !configuration.cleanStart
         if persistent && configuration.clientID.isEmpty {
@@ -561,6 +567,7 @@ final class ClientCore: @unchecked Sendable {
         let received = MQTTMessage(
             topic: topic, payload: payload, qos: QoS(rawValue: raw.qos) ?? .atMostOnce, retain: raw.retain,
             properties: isV5 ? MQTTProperties(cList: properties) : .none)
+        onReceive?(received)
         switch inbound.yield(received) {
         case .enqueued: self.received.add(1, ordering: .relaxed)
         case .dropped: dropped.add(1, ordering: .relaxed)

@@ -24,13 +24,22 @@ public final class MQTTClient: Sendable {
 
     /// Creates the client; nothing touches the network until ``connect(timeout:)``.
     /// - Throws: ``MQTTError`` when libmosquitto rejects the configuration (e.g. an unreadable CA file).
-    public init(_ configuration: MQTTConfiguration) throws(MQTTError) {
+    /// - Parameter onReceive: called on the client's network thread for every inbound message,
+    ///   before it is queued on ``messages``. With QoS 1 libmosquitto acknowledges a message as
+    ///   it arrives, so a service that must not lose one across a crash journals it here,
+    ///   synchronously, shrinking the window between acknowledgement and durability to the
+    ///   journal write. Keep it short: it holds up the network loop.
+    public init(
+        _ configuration: MQTTConfiguration, onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
+    )
+        throws(MQTTError)
+    {
         MQTTLibrary.initialize()
         self.configuration = configuration
         let (stream, continuation) = AsyncStream.makeStream(
             of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(max(1, configuration.inboundBufferSize)))
         messages = MQTTMessages(stream: stream)
-        core = try ClientCore(configuration: configuration, inbound: continuation)
+        core = try ClientCore(configuration: configuration, inbound: continuation, onReceive: onReceive)
     }
 
     deinit {
@@ -89,6 +98,39 @@ public final class MQTTClient: Sendable {
     /// every reconnect on which the broker did not resume the session.
     /// - Returns: the QoS the broker granted.
     /// - Throws: ``MQTTError`` for an invalid filter, a refused subscription, or `.closed`.
+    /// One message of a batch.
+    public struct Outgoing: Sendable {
+        public var topic: String
+        public var payload: [UInt8]
+        public var qos: QoS
+        public var retain: Bool
+        public var properties: MQTTProperties
+
+        public init(
+            topic: String, payload: [UInt8], qos: QoS = .atLeastOnce, retain: Bool = false,
+            properties: MQTTProperties = .none
+        ) {
+            self.topic = topic
+            self.payload = payload
+            self.qos = qos
+            self.retain = retain
+            self.properties = properties
+        }
+    }
+
+    /// Sends every message in order, then waits until each QoS ≥ 1 message is acknowledged:
+    /// the acknowledgements overlap instead of costing a round trip each.
+    public func publish(batch: [Outgoing]) async throws {
+        var pending: [(mid: Int32, topic: String)] = []
+        for message in batch {
+            let mid = try core.sendPublish(
+                message.topic, payload: message.payload, qos: message.qos, retain: message.retain,
+                properties: message.properties)
+            if message.qos > .atMostOnce { pending.append((mid, message.topic)) }
+        }
+        for (mid, topic) in pending { try await core.awaitCompletion(.packet(mid), topic: topic) }
+    }
+
     @discardableResult
     public func subscribe(_ filter: String, qos: QoS = .atLeastOnce) async throws -> QoS {
         try MQTTTopic.validateFilter(filter)

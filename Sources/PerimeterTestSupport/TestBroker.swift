@@ -66,6 +66,12 @@ public func nextMessages(
 public struct TimeoutError: Error, CustomStringConvertible {
     public var what: String
     public var timeout: Duration
+
+    public init(what: String, timeout: Duration) {
+        self.what = what
+        self.timeout = timeout
+    }
+
     public var description: String { "timed out after \(timeout) waiting for \(what)" }
 }
 

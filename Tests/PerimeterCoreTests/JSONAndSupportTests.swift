@@ -135,7 +135,7 @@ struct SupportTests {
         #expect(Topics(prefix: "x/y", venue: "v").all == "x/y/v/#")
         #expect(
             topics.state(region: "Europe/Paris", subject: "a+b") == "perimeter/v1/museum/state/Europe%2FParis/a%2Bb")
-        #expect(Topics.id(fromLevel: Topics.level("50%/#x")) == "50%/#x")
+        #expect(Topics.decodeLevel(Topics.level("50%/#x")) == "50%/#x")
     }
 
     @Test(

@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterCore
+import PerimeterEvaluator
 import PerimeterKit
 import PerimeterMQTT
 
@@ -9,9 +10,10 @@ struct UpCommand: ParsableCommand {
         commandName: "up", abstract: "Run the embedded default: private Mosquitto, sample venue, live events.",
         discussion: """
             With no broker.host configured, starts a private mosquitto on loopback (on
-            broker.port, or a free port when it is 0 or unset), publishes the venue's regions (retained) on perimeter/v1/{venue}/regions/{id}
-            and prints every message under perimeter/v1/{venue}/# as 'topic payload' lines
-            until Ctrl-C (or --duration). Settings come from --config FILE, PERIMETER_*
+            broker.port, or a free port when it is 0 or unset), runs the region evaluator on
+            the venue (its journal in a temporary directory), publishes the venue's regions
+            (retained) on perimeter/v1/{venue}/regions/{id} and prints every message under
+            perimeter/v1/{venue}/# as 'topic payload' lines until Ctrl-C (or --duration). Settings come from --config FILE, PERIMETER_*
             variables and --set key=value, in rising precedence: broker.host, broker.port,
             venue.name, venue.regions, topics.prefix, log.level, log.format.
             """)
@@ -84,6 +86,17 @@ struct UpCommand: ParsableCommand {
                 Ctrl-C stops.
 
                 """.utf8))
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-up-\(getpid())")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: state) }
+        var evaluatorBroker = broker
+        evaluatorBroker.clientID = "\(broker.clientID)-evaluator"
+        let evaluator = EvaluatorConfiguration(
+            broker: evaluatorBroker, prefix: settings.prefix,
+            databasePath: state.appendingPathComponent("evaluator.sqlite").path,
+            venues: [.init(settings: VenueSettings(id: settings.venue), regionsPath: settings.regionsPath)],
+            ownTracksVenue: settings.venue, espresenseVenue: settings.venue, log: settings.log)
+        services.append(EvaluatorService(configuration: evaluator, logger: logger))
         services.append(LiveView(broker: broker, topics: topics, regions: regions, logger: logger))
         if let duration { services.append(Timer(seconds: duration)) }
         try await ServiceGroup(services: services, logger: logger).run()

@@ -217,6 +217,17 @@ public struct BeaconEngine: Sendable {
 
     public func isGateway(_ agent: String) -> Bool { locator.isGateway(agent) }
 
+    /// Gateway-mode sightings already named by tag (adapters such as ESPresense).
+    public mutating func process(tags report: TagReport) -> Result<[TagLocation], BeaconRejection> {
+        for sighting in report.sightings {
+            if !sighting.rssi.isFinite || sighting.rssi < -127 || sighting.rssi > 20 {
+                return .failure(.rssiOutOfRange(sighting.rssi))
+            }
+            if sighting.subject.isEmpty { return .failure(.emptySubject) }
+        }
+        return .success(locator.process(report))
+    }
+
     /// Subjects tracked in scanner mode, and tags in gateway mode.
     public var subjectCount: Int { scanners.count }
     public var tagCount: Int { locator.tagCount }

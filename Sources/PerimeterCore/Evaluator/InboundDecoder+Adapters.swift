@@ -83,6 +83,7 @@ extension InboundDecoder {
         }
         var owner = JSONObject([("user", .string(user)), ("device", .string(device))])
         if let rid { owner["rid"] = .string(rid) }
+        owner["tst"] = .number(Double(tst))
         properties["owntracks"] = .object(owner)
 
         let id = rid.map { "owntracks-\($0)" } ?? "owntracks-\(user)-\(device)-\(tst)"

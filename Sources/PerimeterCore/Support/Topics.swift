@@ -34,13 +34,6 @@ public struct Topics: Sendable, Hashable {
         return encoded
     }
 
-    /// The id behind a topic level written by ``level(_:)``.
-    public static func id(fromLevel level: String) -> String {
-        guard level.contains("%") else { return level }
-        return level.replacingOccurrences(of: "%2F", with: "/").replacingOccurrences(of: "%2B", with: "+")
-            .replacingOccurrences(of: "%23", with: "#").replacingOccurrences(of: "%25", with: "%")
-    }
-
     // Inbound
     public func gps(agent: String) -> String { "\(root)/obs/\(Self.level(agent))/gps" }
     public func ble(agent: String) -> String { "\(root)/obs/\(Self.level(agent))/ble" }
@@ -59,6 +52,15 @@ public struct Topics: Sendable, Hashable {
     }
     public func occupancy(region: String) -> String { "\(root)/occupancy/\(Self.level(region))" }
     public func deadletter(component: String) -> String { "\(root)/deadletter/\(component)" }
+    public func ranging(region: String, subject: String) -> String {
+        "\(root)/ranging/\(Self.level(region))/\(Self.level(subject))"
+    }
+    public func place(subject: String) -> String { "\(root)/place/\(Self.level(subject))" }
+
+    /// A service's statistics: `perimeter/v1/_sys/{component}/{instance}/stats` (outside any venue).
+    public static func stats(prefix: String, component: String, instance: String) -> String {
+        "\(prefix)/_sys/\(component)/\(level(instance))/stats"
+    }
 
     /// The topic a region event is published on.
     public func topic(for event: RegionEvent) -> String {

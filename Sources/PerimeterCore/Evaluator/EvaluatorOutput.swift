@@ -1,0 +1,84 @@
+import Foundation
+
+/// Something the evaluator publishes.
+public enum EvaluatorOutput: Sendable, Hashable {
+    /// A transition (`enter`, `exit`, `dwell`) or a state change.
+    case event(RegionEvent)
+    /// How many subjects are inside a region now.
+    case occupancy(region: String, count: Int, t: Date)
+    /// The beacons of a beacon region a subject hears, nearest first.
+    case ranging(RangingReport)
+    /// A subject's place changed (nil: it has none any more).
+    case place(subject: String, PlaceAnswer?, t: Date)
+    /// An OwnTracks-shaped transition for an OwnTracks subject.
+    case ownTracksTransition(user: String, device: String, payload: JSONValue)
+}
+
+/// One MQTT message to publish, as the core describes it (the service maps it to the client).
+public struct OutboundMessage: Sendable, Hashable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var qos: Int
+    public var retain: Bool
+    /// MQTT 5 message expiry in seconds.
+    public var expiry: UInt32?
+    /// The transition's deterministic id (consumers drop duplicates by it); nil for state-like messages.
+    public var eventID: String?
+
+    public init(
+        topic: String, payload: [UInt8], qos: Int, retain: Bool, expiry: UInt32? = nil, eventID: String? = nil
+    ) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.expiry = expiry
+        self.eventID = eventID
+    }
+
+    public var payloadString: String { String(decoding: payload, as: UTF8.self) }
+}
+
+extension EvaluatorOutput {
+    /// The message for this output (topics.md is the contract):
+    /// transitions at QoS 1; state, occupancy and place retained at QoS 1; ranging at QoS 0
+    /// with a 5 s expiry; OwnTracks transitions at QoS 1 on `owntracks/{user}/{device}/event`.
+    public func message(topics: Topics) -> OutboundMessage {
+        switch self {
+        case .event(let event):
+            var payload = JSONObject()
+            let base = event.payload.objectValue ?? JSONObject()
+            if event.kind == .state {
+                payload = base
+                payload["venue"] = .string(topics.venue)
+            } else {
+                for (key, value) in base {
+                    payload[key] = value
+                    if key == "event" { payload["venue"] = .string(topics.venue) }
+                }
+            }
+            return OutboundMessage(
+                topic: topics.topic(for: event), payload: Array(JSONValue.object(payload).serialized().utf8), qos: 1,
+                retain: event.kind == .state, eventID: event.kind == .state ? nil : event.id)
+        case .occupancy(let region, let count, let t):
+            let payload: JSONValue = ["count": .number(Double(count)), "t": .string(Timestamp.format(t))]
+            return OutboundMessage(
+                topic: topics.occupancy(region: region), payload: Array(payload.serialized().utf8), qos: 1, retain: true
+            )
+        case .ranging(let report):
+            return OutboundMessage(
+                topic: topics.ranging(region: report.region, subject: report.subject),
+                payload: Array(report.payload.serialized().utf8), qos: 0, retain: false, expiry: 5)
+        case .place(let subject, let answer, let t):
+            var payload = answer?.payload.objectValue ?? JSONObject([("place", .null), ("source", .null)])
+            payload["t"] = .string(Timestamp.format(t))
+            return OutboundMessage(
+                topic: topics.place(subject: subject), payload: Array(JSONValue.object(payload).serialized().utf8),
+                qos: 1, retain: true)
+        case .ownTracksTransition(let user, let device, let payload):
+            return OutboundMessage(
+                topic: "owntracks/\(Topics.level(user))/\(Topics.level(device))/event",
+                payload: Array(payload.serialized().utf8), qos: 1, retain: false)
+        }
+    }
+}

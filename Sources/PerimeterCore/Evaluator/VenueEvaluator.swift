@@ -1,0 +1,324 @@
+import Foundation
+
+/// One venue's settings, as the evaluator's configuration gives them.
+public struct VenueSettings: Sendable {
+    public var id: String
+    public var timeZone: TimeZone
+    /// Default locale of the venue's notifications (recipients may choose their own).
+    public var locale: String
+    /// ISO 4217 code of the venue's prices.
+    public var currency: String
+    public var geofence: GeofenceParameters
+    public var beacons: BeaconParameters
+    public var gateways: [Gateway]
+    /// Privacy defaults as configured, for the privacy gate.
+    public var privacy: JSONValue?
+
+    public init(
+        id: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!, locale: String = "en_US",
+        currency: String = "USD", staleAfter: TimeInterval = 300, pathLossExponent: Double = 2,
+        beaconExitTimeout: TimeInterval = 30, gateways: [Gateway] = [], privacy: JSONValue? = nil
+    ) {
+        self.id = id
+        self.timeZone = timeZone
+        self.locale = locale
+        self.currency = currency
+        geofence = GeofenceParameters(venue: id, staleAfter: staleAfter, timeZone: timeZone)
+        beacons = BeaconParameters(
+            venue: id, beaconExitTimeout: beaconExitTimeout, staleAfter: staleAfter,
+            distanceModel: .logDistance(exponent: pathLossExponent))
+        self.gateways = gateways
+        self.privacy = privacy
+    }
+}
+
+/// A venue's whole evaluation, pure: the geofence and beacon engines, occupancy, places, agent
+/// liveness and the OwnTracks adapter's transitions. No I/O and no clock: inputs and ticks
+/// carry their time, so the same inputs always give the same outputs (the service journals
+/// its inputs and replays them after a crash).
+public struct VenueEvaluator: Sendable {
+    public let settings: VenueSettings
+    public private(set) var geofences: GeofenceEngine
+    public private(set) var beacons: BeaconEngine
+    private var regions: [String: Region] = [:]
+    /// Subjects inside each region (occupancy).
+    private var inside: [String: Set<String>] = [:]
+    /// Geographic place regions each subject is inside.
+    private var gpsPlaces: [String: Set<String>] = [:]
+    private var places: [String: PlaceAnswer] = [:]
+    private var preferences: [String: SubjectPreferences] = [:]
+    /// Which agents observe each subject, and the reverse.
+    private var observers: [String: Set<String>] = [:]
+    private var observed: [String: Set<String>] = [:]
+    /// Agents whose status (or last will) says offline, since when.
+    private var offline: [String: Date] = [:]
+    /// Subjects already moved to unknown because their agents went offline.
+    private var orphaned: Set<String> = []
+    /// The privacy topics' latest records, for the privacy gate.
+    public private(set) var authorization: [String: JSONValue] = [:]
+    public private(set) var usage: [String: JSONValue] = [:]
+    public private(set) var sessions: [String: JSONValue] = [:]
+
+    public init(settings: VenueSettings, regions: [Region]) {
+        self.settings = settings
+        geofences = GeofenceEngine(regions: regions, parameters: settings.geofence)
+        beacons = BeaconEngine(regions: regions, gateways: settings.gateways, parameters: settings.beacons)
+        for region in regions { self.regions[region.id] = region }
+    }
+
+    public var regionCount: Int { regions.count }
+    public func region(_ id: String) -> Region? { regions[id] }
+
+    /// Subjects inside `region` now.
+    public func occupants(of region: String) -> Set<String> { inside[region] ?? [] }
+
+    public func place(of subject: String) -> PlaceAnswer? { places[subject] }
+
+    /// The confirmed state of a subject for a region, from whichever engine holds it.
+    public func state(subject: String, region: String) -> MembershipState {
+        guard let known = regions[region] else { return .unmonitored }
+        return known.isGeographic
+            ? geofences.state(subject: subject, region: region) : beacons.state(subject: subject, region: region)
+    }
+
+    // MARK: - Inputs
+
+    /// Applies one decoded input. `agent` is the agent whose topic carried it (nil for
+    /// regions and privacy records); `receivedAt` dates inputs without a time of their own.
+    public mutating func handle(
+        _ input: Inbound, agent: String?, receivedAt: Date
+    ) -> Result<
+        [EvaluatorOutput], InboundError
+    > {
+        switch input {
+        case .fix(let fix):
+            switch geofences.process(fix) {
+            case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
+            case .success(let events):
+                noteObserved(fix.subject, by: agent)
+                var outputs = publish(events)
+                outputs += updatePlace(of: fix.subject, at: fix.t)
+                return .success(outputs)
+            }
+        case .beacons(let report):
+            switch beacons.process(report) {
+            case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
+            case .success(let update):
+                var outputs = publish(update.events)
+                if update.locations.isEmpty {
+                    noteObserved(report.subject ?? report.agent, by: report.agent)
+                    outputs += updatePlace(of: report.subject ?? report.agent, at: report.t)
+                }
+                outputs += locate(update.locations, by: report.agent)
+                return .success(outputs)
+            }
+        case .tags(let report):
+            switch beacons.process(tags: report) {
+            case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
+            case .success(let locations): return .success(locate(locations, by: report.gateway))
+            }
+        case .agentStatus(let status):
+            if status.online {
+                offline[status.agent] = nil
+            } else if offline[status.agent] == nil {
+                offline[status.agent] = status.t ?? receivedAt
+            }
+            return .success([])
+        case .regionUpsert(let region):
+            return .success(upsert(region, at: receivedAt))
+        case .regionRemove(let id):
+            return .success(remove(regionID: id, at: receivedAt))
+        case .preferences(let subject, let choices):
+            preferences[subject] = choices
+            return .success(updatePlace(of: subject, at: receivedAt))
+        case .authorization(let subject, let record):
+            authorization[subject] = record
+            return .success([])
+        case .usage(let subject, let record):
+            usage[subject] = record
+            return .success([])
+        case .session(let consumer, let session, let record):
+            sessions["\(consumer)/\(session)"] = record
+            return .success([])
+        }
+    }
+
+    /// Gateway-mode positions go to the geofences; rooms become places.
+    private mutating func locate(_ locations: [TagLocation], by gateway: String) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for location in locations {
+            noteObserved(location.subject, by: gateway)
+            if let fix = location.fix, case .success(let events) = geofences.process(fix) {
+                outputs += publish(events)
+            }
+            let answer = PlaceAnswer(place: location.room, source: .beacon)
+            if places[location.subject] != answer {
+                places[location.subject] = answer
+                outputs.append(.place(subject: location.subject, answer, t: location.t))
+            }
+        }
+        return outputs
+    }
+
+    private mutating func noteObserved(_ subject: String, by agent: String?) {
+        orphaned.remove(subject)
+        guard let agent else { return }
+        if observers[subject, default: []].insert(agent).inserted {
+            observed[agent, default: []].insert(subject)
+        }
+    }
+
+    // MARK: - Time
+
+    /// Delays, dwells, exits and staleness that fall due by `now`; ranging reports; subjects
+    /// whose agents went offline `staleAfter` ago become unknown.
+    public mutating func tick(now: Date) -> [EvaluatorOutput] {
+        var outputs = publish(geofences.advance(to: now))
+        outputs += publish(beacons.advance(to: now))
+        var ranged: Set<String> = []
+        var reports: [RangingReport] = []
+        beacons.rangeDue(at: now) { report in
+            reports.append(report)
+            ranged.insert(report.subject)
+        }
+        outputs += reports.map(EvaluatorOutput.ranging)
+        for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
+        outputs += orphanSubjects(now: now)
+        return outputs
+    }
+
+    /// Subjects observed only by offline agents, `staleAfter` after the will: unknown, never exit.
+    private mutating func orphanSubjects(now: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        let staleAfter = settings.geofence.staleAfter
+        for (agent, since) in offline.sorted(by: { $0.key < $1.key }) where since.addingTimeInterval(staleAfter) <= now
+        {
+            for subject in (observed[agent] ?? []).sorted() where !orphaned.contains(subject) {
+                let agents = observers[subject] ?? []
+                guard agents.allSatisfy({ offline[$0] != nil }) else { continue }
+                orphaned.insert(subject)
+                let at = since.addingTimeInterval(staleAfter)
+                outputs += publish(geofences.markUnknown(subject: subject, at: at, reason: "agentOffline"))
+                outputs += publish(beacons.markUnknown(subject: subject, at: at, reason: "agentOffline"))
+            }
+        }
+        return outputs
+    }
+
+    // MARK: - Regions
+
+    /// Adds or changes a region without a restart: states are kept (no enter/exit storm); the
+    /// next observation of each subject re-evaluates them.
+    public mutating func upsert(_ region: Region, at t: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        if let old = regions[region.id], old.isGeographic != region.isGeographic {
+            outputs = remove(regionID: region.id, at: t)
+        }
+        regions[region.id] = region
+        if region.isGeographic { geofences.upsert(region) } else { beacons.upsert(region) }
+        return outputs
+    }
+
+    /// Removes a region: its subjects get `unmonitored` (not exit), its occupancy goes to 0.
+    public mutating func remove(regionID: String, at t: Date) -> [EvaluatorOutput] {
+        guard regions.removeValue(forKey: regionID) != nil else { return [] }
+        var outputs = publish(geofences.remove(regionID: regionID, at: t))
+        outputs += publish(beacons.remove(regionID: regionID, at: t))
+        inside[regionID] = nil
+        outputs.append(.occupancy(region: regionID, count: 0, t: t))
+        for subject in gpsPlaces.keys { gpsPlaces[subject]?.remove(regionID) }
+        return outputs
+    }
+
+    /// Applies a re-read regions file (SIGHUP): changed and new regions are upserted, missing
+    /// ones removed. Regions that came from the retained topic are the caller's to keep.
+    public mutating func reload(_ fileRegions: [Region], previous: Set<String>, at t: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        let ids = Set(fileRegions.map(\.id))
+        for id in previous.subtracting(ids).sorted() { outputs += remove(regionID: id, at: t) }
+        for region in fileRegions where regions[region.id] != region { outputs += upsert(region, at: t) }
+        return outputs
+    }
+
+    // MARK: - Outputs
+
+    /// Events with what they imply: occupancy changes and the OwnTracks adapter's transitions.
+    private mutating func publish(_ events: [RegionEvent]) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for event in events {
+            outputs.append(.event(event))
+            switch event.kind {
+            case .state:
+                let now = event.state == .inside
+                let changed =
+                    now
+                    ? inside[event.region, default: []].insert(event.subject).inserted
+                    : inside[event.region]?.remove(event.subject) != nil
+                if changed {
+                    outputs.append(
+                        .occupancy(region: event.region, count: inside[event.region]?.count ?? 0, t: event.t))
+                }
+                if let region = regions[event.region], region.isGeographic, Self.isPlace(region) {
+                    if now {
+                        gpsPlaces[event.subject, default: []].insert(event.region)
+                    } else {
+                        gpsPlaces[event.subject]?.remove(event.region)
+                    }
+                }
+            case .enter, .exit:
+                if let transition = ownTracksTransition(event) { outputs.append(transition) }
+            case .dwell:
+                break
+            }
+        }
+        return outputs
+    }
+
+    /// A geographic region is a place when its properties say so (`"place": true`); every
+    /// beacon region is one.
+    static func isPlace(_ region: Region) -> Bool {
+        if !region.isGeographic { return true }
+        switch region.properties["place"] {
+        case .bool(true)?, .string?: return true
+        default: return false
+        }
+    }
+
+    /// The Caffè Macs rule for one subject; an output when its place changed.
+    private mutating func updatePlace(of subject: String, at t: Date) -> [EvaluatorOutput] {
+        let nearest = beacons.closestBeacon(of: subject).map {
+            NearestBeacon(place: $0.region, proximity: $0.beacon.proximity)
+        }
+        let evidence = PlaceEvidence(
+            nearestBeacon: nearest, beaconsLive: nearest != nil, gpsPlace: gpsPlaces[subject]?.sorted().first,
+            defaultPlace: preferences[subject]?.defaultPlace, authorized: true)
+        let answer = PlaceRule.resolve(previous: places[subject], evidence: evidence)
+        guard answer != places[subject] else { return [] }
+        places[subject] = answer
+        return [.place(subject: subject, answer, t: t)]
+    }
+
+    /// `owntracks/{user}/{device}/event` for subjects the OwnTracks adapter named.
+    private func ownTracksTransition(_ event: RegionEvent) -> EvaluatorOutput? {
+        let parts = event.subject.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "owntracks", let region = regions[event.region] else { return nil }
+        let waypoint = region.properties["owntracks"]?.objectValue
+        var payload = JSONObject()
+        payload["_type"] = "transition"
+        payload["event"] = .string(event.kind == .enter ? "enter" : "leave")
+        payload["rid"] = .string(waypoint?["rid"]?.stringValue ?? region.id)
+        payload["desc"] = .string(region.name ?? region.id)
+        switch region.shape {
+        case .beacon: payload["t"] = "b"
+        case .circle, .polygons: payload["t"] = "c"
+        }
+        payload["tst"] = .number(event.t.timeIntervalSince1970.rounded(.down))
+        payload["wtst"] = waypoint?["tst"] ?? .number(0)
+        if let fix = event.fix {
+            payload["acc"] = .number(fix.accuracy ?? 0)
+            payload["lat"] = .number(fix.position.lat)
+            payload["lon"] = .number(fix.position.lon)
+        }
+        return .ownTracksTransition(user: String(parts[1]), device: String(parts[2]), payload: .object(payload))
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+
+/// Everything `perimeter evaluator` reads from its configuration (file, `PERIMETER_*`,
+/// `--set`), checked as a whole before anything starts.
+///
+/// ```json
+/// {
+///   "broker": {"host": "127.0.0.1", "port": 1883, "clientId": "perimeter-evaluator-1"},
+///   "topics": {"prefix": "perimeter/v1"},
+///   "evaluator": {"instance": "1", "database": "evaluator.sqlite"},
+///   "adapters": {"ownTracks": "museum", "espresense": "museum"},
+///   "venues": {
+///     "museum": {"regions": "config/venues/museum.geojson", "timeZone": "Europe/Paris",
+///                "locale": "fr_FR", "currency": "EUR", "pathLossExponent": 2.2,
+///                "gateways": [{"id": "gw-hall", "lat": 48.8606, "lon": 2.3376, "floor": 0, "zone": "hall"}]}
+///   }
+/// }
+/// ```
+public struct EvaluatorConfiguration: Sendable {
+    public struct Venue: Sendable {
+        public var settings: VenueSettings
+        /// The venue's regions file (GeoJSON), re-read on SIGHUP; nil for topic-only regions.
+        public var regionsPath: String?
+
+        public init(settings: VenueSettings, regionsPath: String?) {
+            self.settings = settings
+            self.regionsPath = regionsPath
+        }
+    }
+
+    public var broker: BrokerSettings
+    public var prefix: String
+    public var instance: String
+    public var databasePath: String
+    public var venues: [Venue]
+    /// The venue OwnTracks (`owntracks/+/+`) and ESPresense (`espresense/devices/+/+`) feed; nil = off.
+    public var ownTracksVenue: String?
+    public var espresenseVenue: String?
+    public var limits: InboundDecoder.Limits
+    public var statsInterval: Double
+    public var tickInterval: Double
+    /// MQTT 5 session expiry: how long the broker keeps our queue while we are down.
+    public var sessionExpiry: Int
+    public var log: LogSettings
+
+    public init(
+        broker: BrokerSettings, prefix: String = "perimeter/v1", instance: String = "1", databasePath: String,
+        venues: [Venue], ownTracksVenue: String? = nil, espresenseVenue: String? = nil,
+        limits: InboundDecoder.Limits = InboundDecoder.Limits(), statsInterval: Double = 10, tickInterval: Double = 1,
+        sessionExpiry: Int = 86_400, log: LogSettings = LogSettings()
+    ) {
+        self.broker = broker
+        self.prefix = prefix
+        self.instance = instance
+        self.databasePath = databasePath
+        self.venues = venues
+        self.ownTracksVenue = ownTracksVenue
+        self.espresenseVenue = espresenseVenue
+        self.limits = limits
+        self.statsInterval = statsInterval
+        self.tickInterval = tickInterval
+        self.sessionExpiry = sessionExpiry
+        self.log = log
+    }
+
+    /// Reads and checks the configuration; throws ``ConfigError`` listing every problem.
+    public static func read(_ reader: ConfigReader) throws -> EvaluatorConfiguration {
+        let instance = reader.string("evaluator.instance", default: "1")
+        var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-evaluator-\(instance)")
+        let prefix = reader.string("topics.prefix", default: "perimeter/v1")
+        let database = reader.string("evaluator.database", default: "perimeter-evaluator.sqlite")
+        let maxPayload = reader.int("evaluator.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
+        let maxBatch = reader.int("evaluator.maxBatch", default: 256, range: 1...100_000)
+        let statsInterval = reader.double("evaluator.statsInterval", default: 10, range: 0.1...3600)
+        let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
+        let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
+        let log = LogSettings.read(from: reader)
+        if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
+        if prefix.isEmpty || prefix.hasSuffix("/") || prefix.contains(where: { "+#".contains($0) }) {
+            reader.reject("topics.prefix", "must be a topic prefix like perimeter/v1 (no '+', '#' or trailing '/')")
+        }
+
+        var venues: [Venue] = []
+        let names = reader.children(of: "venues")
+        if names.isEmpty {
+            reader.reject("venues", "name at least one venue: {\"venues\": {\"museum\": {\"regions\": \"…\"}}}")
+        }
+        for name in names {
+            if let venue = readVenue(name, reader) { venues.append(venue) }
+        }
+        let served = Set(names)
+        func adapter(_ key: String) -> String? {
+            guard let venue = reader.optionalString(key) else { return nil }
+            if !served.contains(venue) {
+                reader.reject(key, "'\(venue)' is not one of the venues served (\(names.joined(separator: ", ")))")
+            }
+            return venue
+        }
+        let ownTracks = adapter("adapters.ownTracks")
+        let espresense = adapter("adapters.espresense")
+        try reader.finish()
+        broker.clientID = broker.clientID.isEmpty ? "perimeter-evaluator-\(instance)" : broker.clientID
+        return EvaluatorConfiguration(
+            broker: broker, prefix: prefix, instance: instance, databasePath: database, venues: venues,
+            ownTracksVenue: ownTracks, espresenseVenue: espresense,
+            limits: InboundDecoder.Limits(maxPayloadBytes: maxPayload, maxBatch: maxBatch),
+            statsInterval: statsInterval, tickInterval: tickInterval, sessionExpiry: sessionExpiry, log: log)
+    }
+
+    private static func readVenue(_ name: String, _ reader: ConfigReader) -> Venue? {
+        let key = "venues.\(name)"
+        if name.isEmpty || name.contains(where: { "/+#".contains($0) }) || name.hasPrefix("_") {
+            reader.reject(key, "a venue id must be one topic level without '/', '+', '#', not starting with '_'")
+        }
+        let regions = reader.optionalString("\(key).regions")
+        let zone = reader.string("\(key).timeZone", default: "UTC")
+        let timeZone = TimeZone(identifier: zone)
+        if timeZone == nil {
+            reader.reject("\(key).timeZone", "'\(zone)' is not an IANA time zone (e.g. Europe/Paris)")
+        }
+        let locale = reader.string("\(key).locale", default: "en_US")
+        let currency = reader.string("\(key).currency", default: "USD")
+        if currency.count != 3 || !currency.allSatisfy({ $0.isUppercase && $0.isASCII }) {
+            reader.reject("\(key).currency", "expected an ISO 4217 code like EUR, got '\(currency)'")
+        }
+        let exponent = reader.double("\(key).pathLossExponent", default: 2, range: 1...6)
+        let staleAfter = reader.double("\(key).staleAfter", default: 300, range: 1...86_400 * 7)
+        let exitTimeout = reader.double("\(key).beaconExitTimeout", default: 30, range: 1...3600)
+        var gateways: [Gateway] = []
+        if let list = reader.json("\(key).gateways") {
+            gateways = readGateways(list, key: "\(key).gateways", reader)
+        }
+        let privacy = reader.json("\(key).privacy")
+        reader.claim("\(key).privacy")
+        var settings = VenueSettings(
+            id: name, timeZone: timeZone ?? TimeZone(identifier: "UTC")!, locale: locale, currency: currency,
+            staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
+            privacy: privacy)
+        settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)
+        return Venue(settings: settings, regionsPath: regions)
+    }
+
+    private static func readGateways(_ value: JSONValue, key: String, _ reader: ConfigReader) -> [Gateway] {
+        guard case .array(let items) = value else {
+            reader.reject(key, "expected an array of {id, lat, lon, floor?, zone?}")
+            return []
+        }
+        var gateways: [Gateway] = []
+        for (index, item) in items.enumerated() {
+            let at = "\(key)[\(index)]"
+            guard case .object(let object) = item, let id = object["id"]?.stringValue, !id.isEmpty else {
+                reader.reject(key, "\(at): expected an object with a non-empty string \"id\"")
+                continue
+            }
+            var position: GeoPoint?
+            switch (object["lat"]?.doubleValue, object["lon"]?.doubleValue) {
+            case (let lat?, let lon?) where abs(lat) <= 90 && abs(lon) <= 180: position = GeoPoint(lon: lon, lat: lat)
+            case (nil, nil): position = nil
+            default:
+                reader.reject(key, "\(at) '\(id)': lat and lon must both be given, within ±90 and ±180")
+                continue
+            }
+            let floor = object["floor"]?.intValue
+            if object["floor"] != nil && object["floor"] != .null && floor == nil {
+                reader.reject(key, "\(at) '\(id)': floor must be an integer")
+            }
+            gateways.append(Gateway(id: id, position: position, floor: floor, zone: object["zone"]?.stringValue))
+        }
+        return gateways
+    }
+}

@@ -1,0 +1,465 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import Synchronization
+
+/// `perimeter evaluator`: observations in over MQTT; enter, exit, dwell, state, occupancy,
+/// ranging and place out (topics.md is the contract).
+///
+/// Crash safety: every inbound message is journalled in SQLite on the MQTT network thread as
+/// it arrives (libmosquitto has already acknowledged it by then; the journal write is the
+/// only window). The journal is processed in order by the pure ``VenueEvaluator``; a row's
+/// outputs go to the outbox in the same transaction that advances the processed cursor, and
+/// are published after the commit and marked sent on PUBACK. After `kill -9` the journal up
+/// to the cursor is replayed to rebuild the engines, unacknowledged outbox rows are published
+/// again with their original event ids, and processing goes on.
+public struct EvaluatorService: Service {
+    public let configuration: EvaluatorConfiguration
+    public let logger: Logger
+    public var name: String { "evaluator" }
+
+    public init(configuration: EvaluatorConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let runtime = try EvaluatorRuntime(configuration: configuration, logger: logger)
+        try await runtime.run()
+    }
+}
+
+/// Journals inbound messages on the MQTT client's network thread, through its own connection.
+final class InboundJournal: @unchecked Sendable {
+    private let store: EvaluatorStore
+    let written = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+    private let logger: Logger
+
+    init(path: String, logger: Logger) throws {
+        store = try EvaluatorStore(path: path)
+        self.logger = logger
+    }
+
+    /// Only ever called from the one network thread.
+    func append(_ message: MQTTMessage) {
+        do {
+            try store.journal(topic: message.topic, payload: message.payload, received: Date())
+            written.add(1, ordering: .relaxed)
+        } catch {
+            failed.add(1, ordering: .relaxed)
+            logger.error(
+                "journal write failed: message lost", metadata: ["topic": .string(message.topic), "error": "\(error)"])
+        }
+    }
+}
+
+/// What the evaluator counts, published on `{prefix}/_sys/evaluator/{instance}/stats`.
+struct EvaluatorStats {
+    var observations: [String: Int] = [:]
+    var events: [String: Int] = [:]
+    var rejects: [String: Int] = [:]
+    var ignored = 0
+    var published = 0
+    var lastLag: Double = 0
+
+    func payload(queueDepth: Int, unsent: Int, instance: String, journalFailures: Int) -> JSONValue {
+        func object(_ counts: [String: Int]) -> JSONValue {
+            .object(JSONObject(counts.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) }))
+        }
+        return [
+            "instance": .string(instance), "t": .string(Timestamp.format(Date())),
+            "observationsIn": object(observations), "eventsOut": object(events), "rejects": object(rejects),
+            "ignored": .number(Double(ignored)), "published": .number(Double(published)),
+            "queueDepth": .number(Double(queueDepth)), "outboxUnsent": .number(Double(unsent)),
+            "lagSeconds": .number((lastLag * 1000).rounded() / 1000),
+            "journalFailures": .number(Double(journalFailures)),
+        ]
+    }
+}
+
+/// The evaluator's working state for one run of the service (one task; not shared).
+final class EvaluatorRuntime {
+    let configuration: EvaluatorConfiguration
+    let logger: Logger
+    let store: EvaluatorStore
+    private var venues: [String: VenueEvaluator] = [:]
+    private let topics: [String: Topics]
+    private let venueIDs: Set<String>
+    /// Per venue: the latest observation time seen and when (wall clock) it was seen; ticks
+    /// run on this clock, so replayed tracks and live agents both see time pass as they do.
+    private var clocks: [String: (event: Date, wall: Date)] = [:]
+    private var fileText: [String: String] = [:]
+    private var fileRegionIDs: [String: Set<String>] = [:]
+    private var cursor: Int64 = 0
+    private var stats = EvaluatorStats()
+
+    /// What one journal row produced.
+    struct Applied {
+        var venue: String?
+        var outputs: [EvaluatorOutput] = []
+        var deadletter: OutboundMessage?
+    }
+
+    init(configuration: EvaluatorConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        store = try EvaluatorStore(path: configuration.databasePath)
+        var topics: [String: Topics] = [:]
+        for venue in configuration.venues {
+            venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, regions: [])
+            topics[venue.settings.id] = Topics(prefix: configuration.prefix, venue: venue.settings.id)
+        }
+        self.topics = topics
+        venueIDs = Set(topics.keys)
+        try replay()
+    }
+
+    // MARK: - Start-up
+
+    /// Rebuilds the engines from the journal up to the processed cursor, publishing nothing.
+    private func replay() throws {
+        cursor = try store.processedCursor()
+        var after: Int64 = 0
+        var count = 0
+        let started = ContinuousClock.now
+        while after < cursor {
+            let rows = try store.inbox(after: after, through: cursor, limit: 4096)
+            guard let last = rows.last else { break }
+            for row in rows { _ = apply(row) }
+            count += rows.count
+            after = last.seq
+        }
+        if count > 0 {
+            logger.info(
+                "state rebuilt from the journal",
+                metadata: ["rows": "\(count)", "seconds": "\(ContinuousClock.now - started)"])
+        }
+    }
+
+    /// Journals each venue's regions file when it differs from what the journal last applied.
+    private func journalRegionFiles(failOnProblems: Bool) throws {
+        for venue in configuration.venues {
+            guard let path = venue.regionsPath else { continue }
+            let id = venue.settings.id
+            guard let data = FileManager.default.contents(atPath: path) else {
+                if failOnProblems { throw EvaluatorError("venue '\(id)': cannot read regions file \(path)") }
+                logger.error("cannot read regions file; keeping the regions in use", metadata: ["path": .string(path)])
+                continue
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            let document = RegionParser.parse(text: text)
+            if !document.problems.isEmpty {
+                let problems = document.problems.map(\.description).joined(separator: "; ")
+                if failOnProblems { throw EvaluatorError("venue '\(id)': \(path): \(problems)") }
+                logger.error(
+                    "regions file has problems; keeping the regions in use",
+                    metadata: ["path": .string(path), "problems": .string(problems)])
+                continue
+            }
+            if fileText[id] != text {
+                try store.journal(
+                    topic: EvaluatorStore.Internal.regionsFile + id, payload: Array(data), received: Date())
+                logger.info(
+                    "regions file loaded", metadata: ["venue": .string(id), "regions": "\(document.regions.count)"])
+            }
+        }
+    }
+
+    // MARK: - Running
+
+    func run() async throws {
+        try journalRegionFiles(failOnProblems: true)
+        let journal = try InboundJournal(path: configuration.databasePath, logger: logger)
+        var mqtt = configuration.broker.mqttConfiguration(
+            cleanStart: false,
+            will: MQTTConfiguration.Will(
+                topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
+        mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
+        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
+        try await client.connect(timeout: .seconds(30))
+        for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
+        try await client.publish(
+            statusTopic, #"{"online":true,"instance":"\#(configuration.instance)"}"#, qos: .atLeastOnce, retain: true)
+        logger.info(
+            "evaluator running",
+            metadata: [
+                "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string(mqtt.endpoint),
+                "database": .string(configuration.databasePath),
+            ])
+        try await publishUnsent(client)
+
+        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(64))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in client.messages { wake.yield(.message) }
+            }
+            group.addTask { [tick = configuration.tickInterval] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(Int(tick * 1000)))
+                    wake.yield(.tick)
+                }
+            }
+            group.addTask { [interval = configuration.statsInterval] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+                    wake.yield(.stats)
+                }
+            }
+            group.addTask {
+                for await _ in Signals.hangups() { wake.yield(.reload) }
+            }
+            wake.yield(.message)
+            for await reason in wakes {
+                if Task.isCancelled { break }
+                switch reason {
+                case .message: break
+                case .tick: try journalTicks()
+                case .stats: await publishStats(client, journal: journal)
+                case .reload:
+                    logger.notice("SIGHUP: re-reading regions files")
+                    try journalRegionFiles(failOnProblems: false)
+                }
+                try await drain(client)
+            }
+            group.cancelAll()
+        }
+        try? await client.publish(statusTopic, #"{"online":false}"#, qos: .atLeastOnce, retain: true)
+        await client.disconnect()
+    }
+
+    enum Wake { case message, tick, stats, reload }
+
+    private var statusTopic: String {
+        "\(configuration.prefix)/_sys/evaluator/\(Topics.level(configuration.instance))/status"
+    }
+
+    /// Everything the evaluator listens to, at QoS 1.
+    var subscriptions: [String] {
+        var filters: [String] = []
+        for venue in venueIDs.sorted() {
+            let root = "\(configuration.prefix)/\(venue)"
+            filters += [
+                "\(root)/obs/+/+", "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
+                "\(root)/sessions/+/+",
+            ]
+        }
+        if configuration.ownTracksVenue != nil { filters.append("owntracks/+/+") }
+        if configuration.espresenseVenue != nil { filters.append("espresense/devices/+/+") }
+        return filters
+    }
+
+    /// Journals a tick for every venue; a tick that changes nothing is dropped again when processed.
+    private func journalTicks() throws {
+        let now = Date()
+        for venue in venueIDs.sorted() {
+            let clock = clocks[venue].map { $0.event.addingTimeInterval(now.timeIntervalSince($0.wall)) } ?? now
+            try store.journal(
+                topic: EvaluatorStore.Internal.tick + venue,
+                payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
+        }
+    }
+
+    /// Processes every journalled row after the cursor, in order, and publishes what it produced.
+    private func drain(_ client: MQTTClient) async throws {
+        while true {
+            let rows = try store.inbox(after: cursor, limit: 512)
+            guard !rows.isEmpty else { return }
+            var toPublish: [EvaluatorStore.OutboxRow] = []
+            var ephemeral: [OutboundMessage] = []
+            var idleTicks: [Int64] = []
+            try store.database.transaction {
+                for row in rows {
+                    let applied = apply(row)
+                    var messages: [OutboundMessage] = []
+                    var events: [RegionEvent] = []
+                    for output in applied.outputs {
+                        guard let venue = applied.venue, let topics = topics[venue] else { continue }
+                        let message = output.message(topics: topics)
+                        switch output {
+                        case .ranging: ephemeral.append(message)
+                        case .event(let event):
+                            events.append(event)
+                            stats.events[event.kind.rawValue, default: 0] += 1
+                            messages.append(message)
+                        default: messages.append(message)
+                        }
+                    }
+                    if let deadletter = applied.deadletter { messages.append(deadletter) }
+                    if row.topic.hasPrefix(EvaluatorStore.Internal.tick) && applied.outputs.isEmpty {
+                        idleTicks.append(row.seq)
+                    }
+                    toPublish += try store.commit(
+                        seq: row.seq, venue: applied.venue, messages: messages, events: events)
+                    stats.lastLag = Date().timeIntervalSince(row.received)
+                }
+                for seq in idleTicks { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", seq) }
+            }
+            cursor = rows.last!.seq
+            try await publish(toPublish, ephemeral: ephemeral, client)
+        }
+    }
+
+    private func publish(
+        _ rows: [EvaluatorStore.OutboxRow], ephemeral: [OutboundMessage], _ client: MQTTClient
+    )
+        async throws
+    {
+        for message in ephemeral {
+            try? await client.publish(
+                message.topic, payload: message.payload, qos: .atMostOnce, retain: false,
+                properties: MQTTProperties(messageExpiry: message.expiry, contentType: "application/json"))
+        }
+        guard !rows.isEmpty else { return }
+        try await client.publish(
+            batch: rows.map { row in
+                MQTTClient.Outgoing(
+                    topic: row.message.topic, payload: row.message.payload,
+                    qos: QoS(rawValue: Int32(row.message.qos)) ?? .atLeastOnce, retain: row.message.retain,
+                    properties: MQTTProperties(
+                        messageExpiry: row.message.expiry, contentType: "application/json",
+                        userProperties: row.message.eventID.map { [UserProperty("event-id", $0)] } ?? []))
+            })
+        try store.markSent(rows.map(\.number))
+        stats.published += rows.count
+    }
+
+    /// Re-publishes what a previous run committed but never saw acknowledged.
+    private func publishUnsent(_ client: MQTTClient) async throws {
+        var total = 0
+        while true {
+            let rows = try store.unsent(limit: 1000)
+            if rows.isEmpty { break }
+            try await publish(rows, ephemeral: [], client)
+            total += rows.count
+        }
+        if total > 0 {
+            logger.notice("re-published outbox rows left by the previous run", metadata: ["rows": "\(total)"])
+        }
+    }
+
+    private func publishStats(_ client: MQTTClient, journal: InboundJournal) async {
+        let depth = (try? store.database.scalar("SELECT count(*) FROM inbox WHERE seq > ?", cursor)?.int) ?? 0
+        let payload = stats.payload(
+            queueDepth: depth ?? 0, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
+            journalFailures: journal.failed.load(ordering: .relaxed))
+        try? await client.publish(
+            Topics.stats(prefix: configuration.prefix, component: "evaluator", instance: configuration.instance),
+            payload.serialized(), qos: .atMostOnce)
+    }
+
+    // MARK: - One journal row
+
+    /// Runs one journal row through the core. Deterministic: replay gives the same outputs.
+    func apply(_ row: EvaluatorStore.InboxRow) -> Applied {
+        if row.topic.hasPrefix(EvaluatorStore.Internal.tick) {
+            let venue = String(row.topic.dropFirst(EvaluatorStore.Internal.tick.count))
+            guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), venues[venue] != nil else {
+                return Applied()
+            }
+            return Applied(venue: venue, outputs: venues[venue]!.tick(now: Date(timeIntervalSince1970: seconds)))
+        }
+        if row.topic.hasPrefix(EvaluatorStore.Internal.regionsFile) {
+            let venue = String(row.topic.dropFirst(EvaluatorStore.Internal.regionsFile.count))
+            guard venues[venue] != nil else { return Applied() }
+            let text = String(decoding: row.payload, as: UTF8.self)
+            let regions = RegionParser.parse(text: text).regions
+            let outputs = venues[venue]!.reload(regions, previous: fileRegionIDs[venue] ?? [], at: row.received)
+            fileRegionIDs[venue] = Set(regions.map(\.id))
+            fileText[venue] = text
+            return Applied(venue: venue, outputs: outputs)
+        }
+        guard let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs) else {
+            return unrouted(row)
+        }
+        let venue: String?
+        switch route {
+        case .ownTracks: venue = configuration.ownTracksVenue
+        case .espresense: venue = configuration.espresenseVenue
+        default: venue = route.venue
+        }
+        guard let venue, venues[venue] != nil else {
+            stats.ignored += 1
+            return Applied()
+        }
+        let inputs: [Inbound]
+        do {
+            inputs = try InboundDecoder.decode(
+                route, payload: row.payload, receivedAt: row.received, limits: configuration.limits)
+        } catch {
+            return reject(row, venue: venue, error)
+        }
+        var outputs: [EvaluatorOutput] = []
+        for input in inputs {
+            note(input, venue: venue, received: row.received)
+            switch venues[venue]!.handle(input, agent: Self.agent(of: route), receivedAt: row.received) {
+            case .success(let produced): outputs += produced
+            case .failure(let error):
+                var applied = reject(row, venue: venue, error)
+                applied.outputs = outputs
+                return applied
+            }
+        }
+        return Applied(venue: venue, outputs: outputs)
+    }
+
+    /// The agent whose topic carried a message.
+    static func agent(of route: InboundRoute) -> String? {
+        switch route {
+        case .gps(_, let agent), .ble(_, let agent), .status(_, let agent): agent
+        case .ownTracks(let user, let device): "owntracks:\(user):\(device)"
+        case .espresense(_, let room): room
+        default: nil
+        }
+    }
+
+    /// Counts an input and moves the venue's clock.
+    private func note(_ input: Inbound, venue: String, received: Date) {
+        let t: Date?
+        let kind: String
+        switch input {
+        case .fix(let fix): (t, kind) = (fix.t, "gps")
+        case .beacons(let report): (t, kind) = (report.t, "ble")
+        case .tags(let report): (t, kind) = (report.t, "tags")
+        case .agentStatus: (t, kind) = (nil, "status")
+        case .regionUpsert, .regionRemove: (t, kind) = (nil, "region")
+        default: (t, kind) = (nil, "privacy")
+        }
+        stats.observations[kind, default: 0] += 1
+        if let t, t > (clocks[venue]?.event ?? .distantPast) { clocks[venue] = (t, received) }
+    }
+
+    /// A message on one of our venue's topics that no route matches.
+    private func unrouted(_ row: EvaluatorStore.InboxRow) -> Applied {
+        for venue in venueIDs where row.topic.hasPrefix("\(configuration.prefix)/\(venue)/") {
+            return reject(
+                row, venue: venue, InboundError(code: "topic", "no such topic in the contract (see topics.md)"))
+        }
+        stats.ignored += 1
+        return Applied()
+    }
+
+    /// The deadletter record for a rejected message: `{topic, reason, code, payload (first 512 bytes)}`.
+    private func reject(_ row: EvaluatorStore.InboxRow, venue: String, _ error: any Error) -> Applied {
+        let code = (error as? InboundError)?.code ?? "error"
+        stats.rejects[code, default: 0] += 1
+        let payload = String(decoding: row.payload.prefix(512), as: UTF8.self)
+        let record: JSONValue = [
+            "topic": .string(row.topic), "reason": .string("\(error)"), "code": .string(code),
+            "payload": .string(payload), "payloadBytes": .number(Double(row.payload.count)),
+            "t": .string(Timestamp.format(row.received)),
+        ]
+        logger.debug("rejected", metadata: ["topic": .string(row.topic), "reason": .string("\(error)")])
+        let topic = topics[venue]?.deadletter(component: "evaluator") ?? "\(configuration.prefix)/deadletter/evaluator"
+        return Applied(
+            venue: venue,
+            deadletter: OutboundMessage(topic: topic, payload: Array(record.serialized().utf8), qos: 1, retain: false))
+    }
+}
+
+/// A start-up failure of the evaluator, said plainly.
+public struct EvaluatorError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

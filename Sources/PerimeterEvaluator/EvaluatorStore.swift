@@ -1,0 +1,180 @@
+import Foundation
+import PerimeterCore
+import PerimeterStore
+
+/// The evaluator's SQLite file: what arrived (the inbox journal), how far it was processed,
+/// what must be published (the outbox) and the current membership states.
+///
+/// The evaluator is deterministic in its inputs, so the journal is its state: after a crash
+/// the journal up to the processed cursor is replayed (publishing nothing) to rebuild the
+/// engines, the outbox rows not yet acknowledged are published again (same event ids), and
+/// processing goes on from the cursor. Processing one inbox row — its outbox rows, its
+/// membership changes and the cursor — commits in one transaction.
+public final class EvaluatorStore {
+    public let database: Database
+
+    /// Pseudo-topics for journal rows that are not MQTT messages.
+    public enum Internal {
+        /// `$tick/{venue}`: a clock tick that changed something (payload: seconds since 1970).
+        public static let tick = "$tick/"
+        /// `$regions/{venue}`: the venue's regions file as read (payload: its text).
+        public static let regionsFile = "$regions/"
+    }
+
+    public struct InboxRow: Sendable {
+        public var seq: Int64
+        public var topic: String
+        public var payload: [UInt8]
+        public var received: Date
+    }
+
+    public struct OutboxRow: Sendable {
+        public var number: Int64
+        public var message: OutboundMessage
+    }
+
+    static let migrations = [
+        Migration(
+            1, "journal, outbox, membership",
+            sql: """
+                CREATE TABLE inbox(
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    topic TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    received REAL NOT NULL);
+                CREATE TABLE cursor(id INTEGER PRIMARY KEY CHECK (id = 1), processed INTEGER NOT NULL);
+                INSERT INTO cursor VALUES (1, 0);
+                CREATE TABLE outbox(
+                    number INTEGER PRIMARY KEY AUTOINCREMENT,
+                    inbox_seq INTEGER NOT NULL,
+                    topic TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    qos INTEGER NOT NULL,
+                    retain INTEGER NOT NULL,
+                    expiry INTEGER,
+                    event_id TEXT,
+                    sent INTEGER NOT NULL DEFAULT 0);
+                CREATE INDEX outbox_unsent ON outbox(number) WHERE sent = 0;
+                CREATE TABLE membership(
+                    venue TEXT NOT NULL,
+                    region TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    t REAL NOT NULL,
+                    seq INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (venue, region, subject)) WITHOUT ROWID;
+                """)
+    ]
+
+    public init(path: String) throws {
+        database = try Database(path: path)
+        _ = try database.migrate(Self.migrations)
+    }
+
+    // MARK: - Journal
+
+    /// Appends a message to the journal; returns its sequence number.
+    @discardableResult
+    public func journal(topic: String, payload: [UInt8], received: Date) throws -> Int64 {
+        _ = try database.run(
+            "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", topic, payload,
+            received.timeIntervalSince1970)
+        return database.lastInsertRowID
+    }
+
+    /// The last inbox row processed.
+    public func processedCursor() throws -> Int64 {
+        Int64(try database.scalar("SELECT processed FROM cursor WHERE id = 1")?.int ?? 0)
+    }
+
+    /// Inbox rows after `seq`, oldest first.
+    public func inbox(after seq: Int64, through last: Int64 = .max, limit: Int = 512) throws -> [InboxRow] {
+        try database.query(
+            "SELECT seq, topic, payload, received FROM inbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            seq, last, limit
+        ).map { row in
+            InboxRow(
+                seq: Int64(row[0].int ?? 0), topic: row[1].string ?? "",
+                payload: row[2].bytes ?? Array((row[2].string ?? "").utf8),
+                received: Date(timeIntervalSince1970: row[3].double ?? 0))
+        }
+    }
+
+    /// Records that `seq` was processed with these outputs, in one transaction: outbox rows,
+    /// membership changes, the cursor. Returns the outbox rows to publish now.
+    public func commit(
+        seq: Int64, venue: String?, messages: [OutboundMessage], events: [RegionEvent]
+    ) throws
+        -> [OutboxRow]
+    {
+        try database.transaction {
+            var rows: [OutboxRow] = []
+            for message in messages {
+                _ = try database.run(
+                    "INSERT INTO outbox(inbox_seq, topic, payload, qos, retain, expiry, event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    seq, message.topic, message.payload, message.qos, message.retain, message.expiry.map { Int($0) },
+                    message.eventID)
+                rows.append(OutboxRow(number: database.lastInsertRowID, message: message))
+            }
+            if let venue {
+                for event in events {
+                    if event.kind == .state, let state = event.state {
+                        _ = try database.run(
+                            """
+                            INSERT INTO membership(venue, region, subject, state, t) VALUES (?, ?, ?, ?, ?)
+                            ON CONFLICT(venue, region, subject) DO UPDATE SET state = excluded.state, t = excluded.t
+                            """, venue, event.region, event.subject, state.rawValue, event.t.timeIntervalSince1970)
+                    } else if event.seq > 0 {
+                        _ = try database.run(
+                            "UPDATE membership SET seq = ? WHERE venue = ? AND region = ? AND subject = ?", event.seq,
+                            venue, event.region, event.subject)
+                    }
+                }
+            }
+            _ = try database.run("UPDATE cursor SET processed = ? WHERE id = 1", seq)
+            return rows
+        }
+    }
+
+    // MARK: - Outbox
+
+    /// Outbox rows not yet acknowledged, oldest first.
+    public func unsent(limit: Int = 1000) throws -> [OutboxRow] {
+        try database.query(
+            "SELECT number, topic, payload, qos, retain, expiry, event_id FROM outbox WHERE sent = 0 ORDER BY number LIMIT ?",
+            limit
+        ).map { row in
+            OutboxRow(
+                number: Int64(row[0].int ?? 0),
+                message: OutboundMessage(
+                    topic: row[1].string ?? "", payload: row[2].bytes ?? Array((row[2].string ?? "").utf8),
+                    qos: row[3].int ?? 1, retain: (row[4].int ?? 0) != 0, expiry: row[5].int.map { UInt32($0) },
+                    eventID: row[6].string))
+        }
+    }
+
+    /// Marks rows as published and acknowledged; keeps the last `keep` sent rows for inspection.
+    public func markSent(_ numbers: [Int64], keep: Int = 10_000) throws {
+        guard let highest = numbers.max() else { return }
+        try database.transaction {
+            for number in numbers { _ = try database.run("UPDATE outbox SET sent = 1 WHERE number = ?", number) }
+            _ = try database.run("DELETE FROM outbox WHERE sent = 1 AND number <= ?", highest - Int64(keep))
+        }
+    }
+
+    public func unsentCount() throws -> Int {
+        try database.scalar("SELECT count(*) FROM outbox WHERE sent = 0")?.int ?? 0
+    }
+
+    public func journalLength() throws -> Int { try database.scalar("SELECT count(*) FROM inbox")?.int ?? 0 }
+
+    /// The persisted state of (venue, region, subject), as the membership table holds it.
+    public func membership(venue: String, region: String, subject: String) throws -> (state: String, seq: Int)? {
+        guard
+            let row = try database.row(
+                "SELECT state, seq FROM membership WHERE venue = ? AND region = ? AND subject = ?", venue, region,
+                subject)
+        else { return nil }
+        return (row[0].string ?? "", row[1].int ?? 0)
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+
+/// A real mosquitto on a free port, a real `perimeter evaluator` process, and an observer
+/// that records everything the venue's topics (and OwnTracks' event topics) carry.
+final class EvaluatorHarness: Sendable {
+    static let venue = "test"
+    let broker: MosquittoBroker
+    let directory: URL
+    let configPath: String
+    let observer: MQTTClient
+    let publisher: MQTTClient
+    private let process = Mutex<ChildProcess?>(nil)
+    private let received = MessageLog()
+    private let collector: Task<Void, Never>
+
+    var topics: Topics { Topics(venue: Self.venue) }
+
+    /// - Parameters:
+    ///   - regions: the venue's regions file (a GeoJSON FeatureCollection).
+    ///   - venue: extra `venues.test.*` settings (gateways, staleAfter …).
+    init(regions: JSONValue, venue: JSONObject = JSONObject(), adapters: Bool = false) async throws {
+        broker = try await TestBroker.start()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-eval-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        var venueSettings = venue
+        venueSettings["regions"] = .string(regionsPath)
+        var evaluator: JSONObject = [
+            "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
+            "statsInterval": 1,
+        ]
+        evaluator["instance"] = "t1"
+        var config: JSONObject = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-under-test"],
+            "evaluator": .object(evaluator), "venues": .object(JSONObject([(Self.venue, .object(venueSettings))])),
+            "log": ["level": "info"],
+        ]
+        if adapters { config["adapters"] = ["ownTracks": .string(Self.venue), "espresense": .string(Self.venue)] }
+        configPath = directory.appendingPathComponent("evaluator.json").path
+        try JSONValue.object(config).serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
+
+        observer = try await broker.connectedClient("observer")
+        try await observer.subscribe("perimeter/v1/\(Self.venue)/#", qos: .atLeastOnce)
+        try await observer.subscribe("perimeter/v1/_sys/#", qos: .atMostOnce)
+        try await observer.subscribe("owntracks/+/+/event", qos: .atLeastOnce)
+        publisher = try await broker.connectedClient("publisher")
+        let messages = observer.messages
+        let sink = received
+        collector = Task {
+            for await message in messages { sink.append(message) }
+        }
+    }
+
+    /// Starts (or restarts) the evaluator process and waits until it is subscribed.
+    func startEvaluator() async throws {
+        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", configPath])
+        process.withLock { $0 = child }
+        try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
+    }
+
+    /// `kill -9` the evaluator.
+    func killEvaluator() {
+        process.withLock { $0?.kill(SIGKILL) }
+    }
+
+    var evaluatorOutput: String { process.withLock { $0?.output ?? "" } }
+
+    var isEvaluatorRunning: Bool { process.withLock { $0?.subprocess.isRunning ?? false } }
+
+    func publish(_ topic: String, _ payload: JSONValue, qos: QoS = .atLeastOnce, retain: Bool = false) async throws {
+        try await publisher.publish(topic, payload.serialized(), qos: qos, retain: retain)
+    }
+
+    func publish(_ topic: String, text: String, retain: Bool = false) async throws {
+        try await publisher.publish(topic, text, qos: .atLeastOnce, retain: retain)
+    }
+
+    /// Everything received so far.
+    var messages: [MQTTMessage] { received.all }
+
+    /// Messages on topics under the venue whose kind (first level after the venue) is `kind`.
+    func messages(_ kind: String) -> [MQTTMessage] {
+        messages.filter { $0.topic.hasPrefix("perimeter/v1/\(Self.venue)/\(kind)/") }
+    }
+
+    /// Transition payloads (enter, exit, dwell), in arrival order.
+    var transitions: [JSONObject] {
+        messages.filter {
+            let kind = $0.topic.split(separator: "/").dropFirst(3).first
+            return kind == "enter" || kind == "exit" || kind == "dwell"
+        }.compactMap { try? JSONParser.parse($0.payload).objectValue }
+    }
+
+    /// Waits until `condition` holds for the messages received, or fails after `timeout`.
+    @discardableResult
+    func waitFor(
+        _ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
+    ) async throws -> [MQTTMessage] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let current = messages
+            if condition(current) { return current }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TimeoutError(
+            what:
+                "\(what); evaluator said: \(evaluatorOutput.suffix(3000)); received \(messages.count) messages: \(messages.suffix(20).map { "\($0.topic) \($0.payloadString)" })",
+            timeout: timeout)
+    }
+
+    func stop() async {
+        process.withLock { child in
+            if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
+        collector.cancel()
+        await observer.disconnect()
+        await publisher.disconnect()
+        await broker.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Messages received, shared between the collecting task and the test.
+final class MessageLog: Sendable {
+    private let storage = Mutex<[MQTTMessage]>([])
+    func append(_ message: MQTTMessage) { storage.withLock { $0.append(message) } }
+    var all: [MQTTMessage] { storage.withLock { $0 } }
+}
+
+extension MQTTMessage {
+    var json: JSONObject? { try? JSONParser.parse(payload).objectValue }
+}
+
+/// GeoJSON helpers for test venues.
+enum Venue {
+    static func circle(
+        _ id: String, lat: Double, lon: Double, radius: Double, extra: [(String, JSONValue)] = []
+    )
+        -> JSONValue
+    {
+        [
+            "type": "Feature", "id": .string(id),
+            "properties": .object(JSONObject([("radius", .number(radius))] + extra)),
+            "geometry": ["type": "Point", "coordinates": [.number(lon), .number(lat)]],
+        ]
+    }
+
+    static func beacons(_ id: String, _ constraint: JSONValue) -> JSONValue {
+        ["type": "Feature", "id": .string(id), "properties": ["beacon": constraint], "geometry": nil]
+    }
+
+    static func collection(_ features: [JSONValue]) -> JSONValue {
+        ["type": "FeatureCollection", "features": .array(features)]
+    }
+}
+
+/// The fixture track as (time, lat, lon) points.
+enum Track {
+    static func visnjan() throws -> [(t: Date, lat: Double, lon: Double)] {
+        let url = Bundle.module.url(forResource: "Fixtures", withExtension: nil)!
+            .appendingPathComponent("gpx/around-visnjan-with-car.gpx")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let pattern = try NSRegularExpression(
+            pattern: #"<trkpt lat="([-0-9.]+)" lon="([-0-9.]+)">.*?<time>([^<]+)</time>"#)
+        let range = NSRange(text.startIndex..., in: text)
+        return pattern.matches(in: text, range: range).compactMap { match in
+            func group(_ index: Int) -> String { String(text[Range(match.range(at: index), in: text)!]) }
+            guard let lat = Double(group(1)), let lon = Double(group(2)), let t = Timestamp.parse(group(3)) else {
+                return nil
+            }
+            return (t, lat, lon)
+        }
+    }
+}

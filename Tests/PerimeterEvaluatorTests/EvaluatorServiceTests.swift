@@ -1,0 +1,319 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Testing
+
+/// The evaluator as a real process against a real mosquitto.
+@Suite("Region evaluator service", .serialized)
+struct EvaluatorServiceTests {
+    /// Two 40 m circles on the Višnjan track: around its 26th and its 76th point.
+    static func trackVenue() throws -> (regions: JSONValue, points: [(t: Date, lat: Double, lon: Double)]) {
+        let points = try Track.visnjan()
+        let first = points[25]
+        let second = points[75]
+        let regions = Venue.collection([
+            Venue.circle("bend", lat: first.lat, lon: first.lon, radius: 40),
+            Venue.circle("hill", lat: second.lat, lon: second.lon, radius: 40),
+        ])
+        return (regions, points)
+    }
+
+    static func fix(_ point: (t: Date, lat: Double, lon: Double), accuracy: Double = 5) -> JSONValue {
+        [
+            "t": .string(Timestamp.format(point.t)), "lat": .number(point.lat), "lon": .number(point.lon),
+            "acc": .number(accuracy),
+        ]
+    }
+
+    /// What the pure engine says the track gives: the expected transitions, ids included.
+    static func expectedTransitions(
+        regions: JSONValue, points: [(t: Date, lat: Double, lon: Double)], subject: String
+    )
+        -> [RegionEvent]
+    {
+        var engine = GeofenceEngine(
+            regions: RegionParser.parse(regions).regions, parameters: GeofenceParameters(venue: EvaluatorHarness.venue))
+        var events: [RegionEvent] = []
+        for point in points {
+            let fix = Fix(
+                subject: subject, t: point.t, position: GeoPoint(lon: point.lon, lat: point.lat), accuracy: 5)
+            if case .success(let produced) = engine.process(fix) { events += produced }
+        }
+        return events.filter { $0.kind != .state }
+    }
+
+    @Test("a real GPX track replayed as observations gives exactly the expected enter/exit sequence")
+    func gpxTrack() async throws {
+        let (regions, points) = try Self.trackVenue()
+        let harness = try await EvaluatorHarness(regions: regions)
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        for point in points {
+            try await harness.publish(harness.topics.gps(agent: "car"), Self.fix(point))
+        }
+        let expected = Self.expectedTransitions(regions: regions, points: points, subject: "car")
+        #expect(
+            expected.map { "\($0.kind.rawValue) \($0.region)" } == [
+                "enter bend", "exit bend", "enter hill", "exit hill",
+            ])
+        try await harness.waitFor("4 transitions") { messages in
+            messages.filter { $0.topic.contains("/enter/") || $0.topic.contains("/exit/") }.count >= 4
+        }
+        let seen = harness.transitions
+        #expect(seen.map { $0["id"]?.stringValue } == expected.map(\.id))
+        #expect(
+            seen.map { "\($0["event"]?.stringValue ?? "") \($0["region"]?.stringValue ?? "")" } == [
+                "enter bend", "exit bend", "enter hill", "exit hill",
+            ])
+        #expect(seen.allSatisfy { $0["venue"] == "test" && $0["subject"] == "car" && $0["seq"] != nil })
+        // Retained state and occupancy follow the transitions.
+        let state = harness.messages("state").last { $0.topic.hasSuffix("/hill/car") }?.json
+        #expect(state?["state"] == "outside")
+        let occupancy = harness.messages("occupancy").filter { $0.topic.hasSuffix("/bend") }.compactMap(\.json)
+        #expect(occupancy.map { $0["count"]?.intValue } == [1, 0])
+    }
+
+    @Test("BLE scanner mode: enter with refinement, ranging nearest first; gateway mode: tags located and placed")
+    func bleScannerAndGateway() async throws {
+        let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"
+        let regions = Venue.collection([
+            Venue.beacons("gallery", ["uuid": .string(uuid), "major": 3]),
+            Venue.circle("desk", lat: 45.0, lon: 13.0, radius: 6),
+        ])
+        let gateways: JSONValue = [
+            ["id": "gw-a", "lat": 45.0, "lon": 13.0, "floor": 0, "zone": "office"],
+            ["id": "gw-b", "lat": 45.0, "lon": 13.0002, "floor": 0, "zone": "corridor"],
+        ]
+        let harness = try await EvaluatorHarness(regions: regions, venue: ["gateways": gateways])
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let now = Date().timeIntervalSince1970
+        let scan: JSONValue = [
+            "t": .number(now),
+            "adverts": [
+                ["uuid": .string(uuid), "major": 3, "minor": 1, "rssi": -75, "tx": -59],
+                ["uuid": .string(uuid), "major": 3, "minor": 2, "rssi": -55, "tx": -59],
+                ["uuid": .string(uuid), "major": 4, "minor": 9, "rssi": -50, "tx": -59],
+            ],
+        ]
+        try await harness.publish(harness.topics.ble(agent: "phone-1"), scan)
+        try await harness.waitFor("ranging for phone-1") { messages in
+            messages.contains { $0.topic.hasSuffix("/ranging/gallery/phone-1") }
+        }
+        let enter = try #require(harness.messages("enter").first?.json)
+        #expect(enter["region"] == "gallery")
+        #expect(enter["source"] == "ble")
+        #expect(enter["refinement"]?["major"] == 3)
+        let ranging = try #require(harness.messages("ranging").first?.json)
+        let minors = ranging["beacons"]?.arrayValue?.compactMap { $0["minor"]?.intValue }
+        #expect(minors == [2, 1], "nearest first; the major-4 beacon is not in the region")
+        let proximity = ranging["beacons"]?.arrayValue?.first?["proximity"]?.stringValue
+        #expect(proximity == "near")
+        try await harness.waitFor("place of phone-1") { messages in
+            messages.contains { $0.topic.hasSuffix("/place/phone-1") }
+        }
+        #expect(harness.messages("place").first?.json?["place"] == "gallery")
+        #expect(harness.messages("place").first?.json?["source"] == "beacon")
+
+        // Gateway mode: gw-a hears the tag loudest; it is at the desk, in the office.
+        let tag: JSONValue = ["uuid": "e2c56db5-dffb-48d2-b060-d0f5a71096e0", "major": 1, "minor": 2, "rssi": -50]
+        try await harness.publish(harness.topics.ble(agent: "gw-a"), ["t": .number(now), "adverts": [tag]])
+        try await harness.publish(
+            harness.topics.ble(agent: "gw-b"),
+            [
+                "t": .number(now + 0.5),
+                "adverts": [["uuid": "e2c56db5-dffb-48d2-b060-d0f5a71096e0", "major": 1, "minor": 2, "rssi": -80]],
+            ])
+        let tagSubject = "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:1:2"
+        try await harness.waitFor("the tag enters the desk") { messages in
+            messages.contains { $0.topic.hasSuffix("/enter/desk/\(tagSubject)") }
+        }
+        let deskEnter = harness.messages("enter").compactMap(\.json).first { $0["region"] == "desk" }
+        #expect(deskEnter?["source"] == "ble-gateway")
+        let place = harness.messages("place").last { $0.topic.hasSuffix(tagSubject) }?.json
+        #expect(place?["place"] == "office")
+    }
+
+    @Test("OwnTracks and ESPresense payloads end to end")
+    func adapters() async throws {
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]), adapters: true)
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let tst = Int(Date().timeIntervalSince1970)
+        let waypoint: JSONValue = [
+            "_type": "waypoint", "desc": "Office", "lat": 48.8584, "lon": 2.2945, "rad": 50,
+            "tst": .number(Double(tst - 100)), "rid": "office-1",
+        ]
+        try await harness.publish("owntracks/jane/phone", waypoint)
+        try await Task.sleep(for: .milliseconds(300))
+        let location: JSONValue = [
+            "_type": "location", "tid": "JJ", "acc": 12, "lat": 48.8585, "lon": 2.2946, "tst": .number(Double(tst)),
+            "alt": 35, "vac": 3,
+        ]
+        try await harness.publish("owntracks/jane/phone", location)
+        try await harness.waitFor("an OwnTracks transition") { messages in
+            messages.contains { $0.topic == "owntracks/jane/phone/event" }
+        }
+        let transition = try #require(harness.messages.first { $0.topic == "owntracks/jane/phone/event" }?.json)
+        #expect(transition["_type"] == "transition")
+        #expect(transition["event"] == "enter")
+        #expect(transition["rid"] == "office-1")
+        #expect(transition["desc"] == "Office")
+        #expect(transition["wtst"]?.intValue == tst - 100)
+        let enter = harness.messages("enter").first?.json
+        #expect(enter?["subject"] == "owntracks:jane:phone")
+        #expect(enter?["region"] == "owntracks-office-1")
+
+        let node: JSONValue = [
+            "id": "iBeacon:e5b9e3a6-27e2-4c36-a257-7698da5fc140-1-2", "rssi": -70, "rssi@1m": -59, "distance": 3.2,
+        ]
+        try await harness.publish("espresense/devices/iBeacon:e5b9e3a6-27e2-4c36-a257-7698da5fc140-1-2/kitchen", node)
+        try await harness.waitFor("the ESPresense device's place") { messages in
+            messages.contains { $0.topic.hasSuffix("/place/ibeacon:e5b9e3a6-27e2-4c36-a257-7698da5fc140:1:2") }
+        }
+        let place = harness.messages("place").last?.json
+        #expect(place?["place"] == "kitchen")
+    }
+
+    @Test("live region changes: a new region is monitored, a removed one is unmonitored, never exited")
+    func liveRegions() async throws {
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]))
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let t = Date().timeIntervalSince1970
+        try await harness.publish(
+            harness.topics.region("kiosk"), Venue.circle("kiosk", lat: 48.86, lon: 2.336, radius: 30), retain: true)
+        try await Task.sleep(for: .milliseconds(300))
+        try await harness.publish(
+            harness.topics.gps(agent: "v1"), ["t": .number(t), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("enter kiosk") { $0.contains { $0.topic.hasSuffix("/enter/kiosk/v1") } }
+        // Moving the region away changes nothing until the next fix: no exit storm.
+        try await harness.publish(
+            harness.topics.region("kiosk"), Venue.circle("kiosk", lat: 48.87, lon: 2.336, radius: 30), retain: true)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(harness.messages("exit").isEmpty)
+        try await harness.publish(
+            harness.topics.gps(agent: "v1"), ["t": .number(t + 5), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("exit kiosk after the move") { $0.contains { $0.topic.hasSuffix("/exit/kiosk/v1") } }
+        try await harness.publish(
+            harness.topics.gps(agent: "v1"), ["t": .number(t + 10), "lat": 48.87, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("enter again") { $0.filter { $0.topic.hasSuffix("/enter/kiosk/v1") }.count == 2 }
+        // Removing it: unmonitored, no exit.
+        try await harness.publish(harness.topics.region("kiosk"), text: "", retain: true)
+        try await harness.waitFor("unmonitored") { messages in
+            messages.contains { $0.topic.hasSuffix("/state/kiosk/v1") && $0.json?["state"] == "unmonitored" }
+        }
+        #expect(harness.messages("exit").count == 1)
+        let occupancy = harness.messages("occupancy").last { $0.topic.hasSuffix("/kiosk") }?.json
+        #expect(occupancy?["count"] == 0)
+    }
+
+    @Test("an agent's last will: its subject goes unknown after staleAfter, with no exit")
+    func lastWill() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
+            venue: ["staleAfter": 2])
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let will = try ChildProcess(
+            Products.executable("perimeter-testpeer"),
+            [
+                "mqtt-will", "--port", "\(harness.broker.port)", "--topic", harness.topics.agentStatus("phone-9"),
+                "--payload", #"{"online":false}"#,
+            ])
+        try await will.waitForLine(containing: "ready")
+        try await harness.publish(
+            harness.topics.agentStatus("phone-9"), ["online": true, "caps": ["gps"]], retain: true)
+        try await harness.publish(
+            harness.topics.gps(agent: "phone-9"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("enter hall") { $0.contains { $0.topic.hasSuffix("/enter/hall/phone-9") } }
+        will.kill(SIGKILL)
+        try await harness.waitFor("unknown", timeout: .seconds(20)) { messages in
+            messages.contains { $0.topic.hasSuffix("/state/hall/phone-9") && $0.json?["state"] == "unknown" }
+        }
+        #expect(harness.messages("exit").isEmpty)
+        let reason = harness.messages("state").last { $0.topic.hasSuffix("/hall/phone-9") }?.json?["reason"]?
+            .stringValue
+        #expect(reason == "agentOffline" || reason == "stale")
+    }
+
+    @Test("kill -9 in the middle of a replay, then restart: the events equal a fault-free run up to duplicates")
+    func crashAndRestart() async throws {
+        let (regions, points) = try Self.trackVenue()
+        let harness = try await EvaluatorHarness(regions: regions)
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let expected = Self.expectedTransitions(regions: regions, points: points, subject: "car")
+        for (index, point) in points.enumerated() {
+            try await harness.publish(harness.topics.gps(agent: "car"), Self.fix(point))
+            if index == 40 { harness.killEvaluator() }
+            if index == 70 { try await harness.startEvaluator() }
+        }
+        try await harness.waitFor("every expected transition", timeout: .seconds(30)) { _ in
+            Set(harness.transitions.compactMap { $0["id"]?.stringValue }).isSuperset(of: expected.map(\.id))
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let seen = harness.transitions
+        // Nothing invented, nothing lost; duplicates carry the same id and the same content.
+        #expect(Set(seen.compactMap { $0["id"]?.stringValue }) == Set(expected.map(\.id)))
+        for id in Set(seen.compactMap { $0["id"]?.stringValue }) {
+            let copies = Set(seen.filter { $0["id"]?.stringValue == id }.map { JSONValue.object($0).serialized() })
+            #expect(copies.count == 1, "duplicates of \(id) differ: \(copies)")
+        }
+        // First appearances keep the fault-free order.
+        var order: [String] = []
+        for id in seen.compactMap({ $0["id"]?.stringValue }) where !order.contains(id) { order.append(id) }
+        #expect(order == expected.map(\.id))
+    }
+
+    @Test("1,000 hostile messages: each on the deadletter topic with a reason; later answers still right")
+    func hostileMessages() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        var random = SplitMix64(seed: 7)
+        let templates: [String] = [
+            "{", "[]", "null", #"{"t":"yesterday","lat":1,"lon":2}"#, #"{"t":1,"lat":"north","lon":2}"#,
+            #"{"t":1,"lat":91,"lon":2}"#, #"{"t":1,"lat":1,"lon":-181}"#, #"{"t":1,"lat":1e999,"lon":2}"#,
+            #"{"t":1,"lat":1,"lon":2,"acc":"big"}"#, #"{"t":1,"adverts":"none"}"#,
+            #"{"t":1,"adverts":[{"uuid":"x","major":1,"minor":1,"rssi":-50}]}"#,
+            #"{"t":1,"adverts":[{"data":"0201061aff4c000215414141","rssi":-50}]}"#,
+            #"{"t":1,"adverts":[{"uuid":"2f234454-cf6d-4a0f-adf2-f4911ba9ffa6","major":1,"minor":1,"rssi":900}]}"#,
+            String(repeating: "x", count: 70_000),
+        ]
+        for number in 0..<1000 {
+            var payload = templates[Int(random.next() % UInt64(templates.count))]
+            if number % 7 == 0 {
+                // Cut short: still never valid (every template is, or opens, a JSON value).
+                let bytes = Array(payload.utf8)
+                payload = String(decoding: bytes.prefix(Int(random.next() % UInt64(bytes.count))), as: UTF8.self)
+            }
+            let kind = payload.contains("adverts") ? "ble" : "gps"
+            try await harness.publisher.publish(
+                "perimeter/v1/test/obs/hostile-\(number % 10)/\(kind)", payload: Array(payload.utf8),
+                qos: .atLeastOnce)
+        }
+        try await harness.waitFor("1,000 deadletters", timeout: .seconds(60)) { messages in
+            messages.filter { $0.topic == "perimeter/v1/test/deadletter/evaluator" }.count >= 1000
+        }
+        let deadletters = harness.messages("deadletter").compactMap(\.json)
+        #expect(deadletters.count == 1000)
+        #expect(deadletters.allSatisfy { ($0["reason"]?.stringValue ?? "").count > 5 && $0["topic"] != nil })
+        #expect(deadletters.allSatisfy { ($0["payload"]?.stringValue?.utf8.count ?? 0) <= 512 })
+        #expect(harness.isEvaluatorRunning)
+        try await harness.publish(
+            harness.topics.gps(agent: "visitor"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("a correct answer after the storm") { messages in
+            messages.contains { $0.topic.hasSuffix("/enter/hall/visitor") }
+        }
+        let stats = try await harness.waitFor("stats with rejects") { messages in
+            messages.contains { $0.topic.hasSuffix("/stats") && ($0.json?["rejects"]?.objectValue?.count ?? 0) > 0 }
+        }
+        #expect(stats.last { $0.topic.hasSuffix("/stats") }?.json?["instance"] == "t1")
+    }
+}
