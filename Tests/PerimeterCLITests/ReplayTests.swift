@@ -169,7 +169,9 @@ struct UpTests {
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
         #expect(termination == .exited(0), "\(output)")
         let stops = output.split(separator: "\n").filter { $0.contains("msg=stopped") }
-        #expect(stops.count == 2)
+        // The live view, the evaluator, then the broker.
+        #expect(stops.count == 3)
+        #expect(stops.contains { $0.contains("service=evaluator") })
         #expect(stops.last?.contains("service=broker") == true, "the broker stops last")
     }
 

@@ -237,7 +237,7 @@ struct EvaluatorServiceTests {
         #expect(harness.messages("exit").isEmpty)
         let reason = harness.messages("state").last { $0.topic.hasSuffix("/hall/phone-9") }?.json?["reason"]?
             .stringValue
-        #expect(reason == "agentOffline" || reason == "stale")
+        #expect(reason == "agentOffline")
     }
 
     @Test("kill -9 in the middle of a replay, then restart: the events equal a fault-free run up to duplicates")

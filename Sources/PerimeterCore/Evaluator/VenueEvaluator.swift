@@ -52,8 +52,6 @@ public struct VenueEvaluator: Sendable {
     private var observed: [String: Set<String>] = [:]
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
-    /// Subjects already moved to unknown because their agents went offline.
-    private var orphaned: Set<String> = []
     /// The privacy topics' latest records, for the privacy gate.
     public private(set) var authorization: [String: JSONValue] = [:]
     public private(set) var usage: [String: JSONValue] = [:]
@@ -161,7 +159,6 @@ public struct VenueEvaluator: Sendable {
     }
 
     private mutating func noteObserved(_ subject: String, by agent: String?) {
-        orphaned.remove(subject)
         guard let agent else { return }
         if observers[subject, default: []].insert(agent).inserted {
             observed[agent, default: []].insert(subject)
@@ -170,8 +167,9 @@ public struct VenueEvaluator: Sendable {
 
     // MARK: - Time
 
-    /// Delays, dwells, exits and staleness that fall due by `now`; ranging reports; subjects
-    /// whose agents went offline `staleAfter` ago become unknown.
+    /// Delays, dwells, exits and staleness that fall due by `now`, and ranging reports. A
+    /// subject whose agents all went offline (last will) goes `unknown` like any subject not
+    /// heard from for `staleAfter`, with the reason `agentOffline`; no exit is invented.
     public mutating func tick(now: Date) -> [EvaluatorOutput] {
         var outputs = publish(geofences.advance(to: now))
         outputs += publish(beacons.advance(to: now))
@@ -183,25 +181,6 @@ public struct VenueEvaluator: Sendable {
         }
         outputs += reports.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
-        outputs += orphanSubjects(now: now)
-        return outputs
-    }
-
-    /// Subjects observed only by offline agents, `staleAfter` after the will: unknown, never exit.
-    private mutating func orphanSubjects(now: Date) -> [EvaluatorOutput] {
-        var outputs: [EvaluatorOutput] = []
-        let staleAfter = settings.geofence.staleAfter
-        for (agent, since) in offline.sorted(by: { $0.key < $1.key }) where since.addingTimeInterval(staleAfter) <= now
-        {
-            for subject in (observed[agent] ?? []).sorted() where !orphaned.contains(subject) {
-                let agents = observers[subject] ?? []
-                guard agents.allSatisfy({ offline[$0] != nil }) else { continue }
-                orphaned.insert(subject)
-                let at = since.addingTimeInterval(staleAfter)
-                outputs += publish(geofences.markUnknown(subject: subject, at: at, reason: "agentOffline"))
-                outputs += publish(beacons.markUnknown(subject: subject, at: at, reason: "agentOffline"))
-            }
-        }
         return outputs
     }
 
@@ -225,7 +204,11 @@ public struct VenueEvaluator: Sendable {
         var outputs = publish(geofences.remove(regionID: regionID, at: t))
         outputs += publish(beacons.remove(regionID: regionID, at: t))
         inside[regionID] = nil
-        outputs.append(.occupancy(region: regionID, count: 0, t: t))
+        let counted = outputs.contains { output in
+            if case .occupancy(regionID, _, _) = output { return true }
+            return false
+        }
+        if !counted { outputs.append(.occupancy(region: regionID, count: 0, t: t)) }
         for subject in gpsPlaces.keys { gpsPlaces[subject]?.remove(regionID) }
         return outputs
     }
@@ -245,7 +228,12 @@ public struct VenueEvaluator: Sendable {
     /// Events with what they imply: occupancy changes and the OwnTracks adapter's transitions.
     private mutating func publish(_ events: [RegionEvent]) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
-        for event in events {
+        for var event in events {
+            if event.reason == "stale", let agents = observers[event.subject], !agents.isEmpty,
+                agents.allSatisfy({ offline[$0] != nil })
+            {
+                event.reason = "agentOffline"
+            }
             outputs.append(.event(event))
             switch event.kind {
             case .state:

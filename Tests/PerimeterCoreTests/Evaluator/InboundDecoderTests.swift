@@ -498,7 +498,7 @@ struct InboundAdapterTests {
         #expect(circle.id == "owntracks-a1b2")
         #expect(circle.name == "Home")
         #expect(circle.shape == .circle(center: GeoPoint(lon: 4.8952, lat: 52.3702), radius: 50))
-        let owner: JSONValue = ["user": "jane", "device": "phone", "rid": "a1b2"]
+        let owner: JSONValue = ["user": "jane", "device": "phone", "rid": "a1b2", "tst": 1_700_000_000]
         #expect(circle.properties["owntracks"] == owner)
     }
 

@@ -1,0 +1,177 @@
+import Foundation
+import PerimeterCore
+import Testing
+
+private func at(_ seconds: Double) -> Date { Date(timeIntervalSince1970: 1_700_000_000 + seconds) }
+
+private func region(_ json: String) -> Region {
+    let (_, region, problems) = RegionParser.parseFeature(try! JSONParser.parse(json), index: 0)
+    precondition(problems.isEmpty, "\(problems)")
+    return region!
+}
+
+private let hall = region(
+    #"{"type":"Feature","id":"hall","properties":{"radius":30,"place":true},"geometry":{"type":"Point","coordinates":[2.336,48.86]}}"#
+)
+private let lobby = region(
+    #"{"type":"Feature","id":"lobby","properties":{"beacon":{"uuid":"2f234454-cf6d-4a0f-adf2-f4911ba9ffa6","major":1}},"geometry":null}"#
+)
+private let inside = GeoPoint(lon: 2.336, lat: 48.86)
+private let outside = GeoPoint(lon: 2.34, lat: 48.86)
+
+private func fix(_ subject: String, _ time: Double, _ position: GeoPoint) -> Inbound {
+    .fix(Fix(subject: subject, t: at(time), position: position, accuracy: 3))
+}
+
+/// Outputs as short strings: `occupancy hall 1`, `enter hall v1`, `place v1 hall gps` …
+private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
+    outputs.compactMap { output in
+        switch output {
+        case .event(let event) where event.kind == .state:
+            "state \(event.region) \(event.subject) \(event.state!.rawValue)\(event.reason.map { " " + $0 } ?? "")"
+        case .event(let event): "\(event.kind.rawValue) \(event.region) \(event.subject)"
+        case .occupancy(let region, let count, _): "occupancy \(region) \(count)"
+        case .ranging(let report): "ranging \(report.region) \(report.subject) \(report.beacons.count)"
+        case .place(let subject, let answer, _):
+            "place \(subject) \(answer?.place ?? "none") \(answer?.source.rawValue ?? "")"
+        case .ownTracksTransition(let user, let device, let payload):
+            "owntracks \(user)/\(device) \(payload["event"]?.stringValue ?? "?")"
+        }
+    }
+}
+
+@Suite("Venue evaluator")
+struct VenueEvaluatorTests {
+    static func evaluator(_ regions: [Region] = [hall, lobby], staleAfter: Double = 300) -> VenueEvaluator {
+        VenueEvaluator(settings: VenueSettings(id: "museum", staleAfter: staleAfter), regions: regions)
+    }
+
+    static func run(
+        _ evaluator: inout VenueEvaluator, _ input: Inbound, agent: String? = "agent", time: Double = 0
+    )
+        -> [String]
+    {
+        switch evaluator.handle(input, agent: agent, receivedAt: at(time)) {
+        case .success(let outputs): describe(outputs)
+        case .failure(let error): ["rejected \(error.code)"]
+        }
+    }
+
+    @Test("occupancy follows the state of every subject; a place region gives a gps place")
+    func occupancy() {
+        var venue = Self.evaluator()
+        let steps: [(Inbound, String, [String])] = [
+            (
+                fix("v1", 0, inside), "a",
+                ["state hall v1 inside", "occupancy hall 1", "enter hall v1", "place v1 hall gps"]
+            ),
+            (
+                fix("v2", 1, inside), "b",
+                ["state hall v2 inside", "occupancy hall 2", "enter hall v2", "place v2 hall gps"]
+            ),
+            (
+                fix("v1", 2, outside), "a",
+                ["state hall v1 outside", "occupancy hall 1", "exit hall v1", "place v1 none "]
+            ),
+            (
+                fix("v2", 3, outside), "b",
+                ["state hall v2 outside", "occupancy hall 0", "exit hall v2", "place v2 none "]
+            ),
+        ]
+        for (input, agent, expected) in steps {
+            #expect(Self.run(&venue, input, agent: agent) == expected)
+        }
+        #expect(venue.occupants(of: "hall").isEmpty)
+    }
+
+    @Test("a bad fix is rejected with the engine's reason code")
+    func rejection() {
+        var venue = Self.evaluator()
+        let result = Self.run(&venue, .fix(Fix(subject: "v1", t: at(0), position: GeoPoint(lon: 2, lat: 95))))
+        #expect(result == ["rejected latitudeOutOfRange"])
+    }
+
+    @Test("OwnTracks subjects get OwnTracks-shaped transitions for the waypoint regions")
+    func ownTracks() throws {
+        let waypoint = region(
+            #"{"type":"Feature","id":"owntracks-w1","properties":{"name":"Office","radius":50,"owntracks":{"user":"jane","device":"phone","rid":"w1","tst":1699999000}},"geometry":{"type":"Point","coordinates":[2.336,48.86]}}"#
+        )
+        var venue = Self.evaluator([waypoint])
+        let output = venue.handle(
+            fix("owntracks:jane:phone", 0, inside), agent: "owntracks:jane:phone", receivedAt: at(0))
+        let outputs = try output.get()
+        guard case .ownTracksTransition(let user, let device, let payload)? = outputs.last else {
+            Issue.record("no OwnTracks transition in \(describe(outputs))")
+            return
+        }
+        #expect(user == "jane")
+        #expect(device == "phone")
+        #expect(payload["_type"] == "transition")
+        #expect(payload["event"] == "enter")
+        #expect(payload["rid"] == "w1")
+        #expect(payload["desc"] == "Office")
+        #expect(payload["t"] == "c")
+        #expect(payload["wtst"] == 1_699_999_000)
+        #expect(payload["tst"] == 1_700_000_000)
+        let leave = describe(
+            try venue.handle(fix("owntracks:jane:phone", 5, outside), agent: nil, receivedAt: at(5)).get())
+        #expect(leave.last == "owntracks jane/phone leave")
+    }
+
+    @Test("an agent's last will: its subjects go unknown at staleAfter with reason agentOffline, never exit")
+    func lastWill() {
+        var venue = Self.evaluator(staleAfter: 10)
+        _ = Self.run(&venue, fix("v1", 0, inside), agent: "phone")
+        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: false)), agent: "phone", time: 1)
+        #expect(describe(venue.tick(now: at(5))).isEmpty)
+        #expect(describe(venue.tick(now: at(11))) == ["state hall v1 unknown agentOffline", "occupancy hall 0"])
+        // Back online and seen inside again: the same stay, no second enter.
+        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 12)
+        #expect(
+            Self.run(&venue, fix("v1", 13, inside), agent: "phone") == ["state hall v1 inside", "occupancy hall 1"])
+    }
+
+    @Test("a subject not heard from goes unknown with reason stale when its agent is online")
+    func stale() {
+        var venue = Self.evaluator(staleAfter: 10)
+        _ = Self.run(&venue, fix("v1", 0, inside), agent: "phone")
+        #expect(describe(venue.tick(now: at(11))) == ["state hall v1 unknown stale", "occupancy hall 0"])
+    }
+
+    @Test("scanner mode: enter, ranging on ticks at most once a second, the beacon's region as place")
+    func beacons() {
+        var venue = Self.evaluator()
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        let report = BeaconReport(
+            agent: "phone", t: at(0),
+            sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)])
+        #expect(
+            Self.run(&venue, .beacons(report)) == [
+                "state lobby phone inside", "occupancy lobby 1", "enter lobby phone",
+            ])
+        #expect(describe(venue.tick(now: at(0.5))) == ["ranging lobby phone 1", "place phone lobby beacon"])
+        #expect(describe(venue.tick(now: at(1))).isEmpty)
+    }
+
+    @Test("regions: a removed region is unmonitored with occupancy 0; a reload adds, changes and removes")
+    func regions() {
+        var venue = Self.evaluator([hall])
+        _ = Self.run(&venue, fix("v1", 0, inside))
+        #expect(
+            describe(venue.remove(regionID: "hall", at: at(1)))
+                == ["state hall v1 unmonitored regionRemoved", "occupancy hall 0"])
+        #expect(venue.state(subject: "v1", region: "hall") == .unmonitored)
+        var reloaded = Self.evaluator([hall])
+        #expect(describe(reloaded.reload([lobby], previous: ["hall"], at: at(2))) == ["occupancy hall 0"])
+        #expect(reloaded.region("hall") == nil)
+        #expect(reloaded.region("lobby") != nil)
+    }
+
+    @Test("preferences: the chosen default place answers when nothing live does")
+    func defaultPlace() {
+        var venue = Self.evaluator()
+        let outputs = Self.run(
+            &venue, .preferences(subject: "v9", SubjectPreferences(defaultPlace: "cafe")), agent: nil)
+        #expect(outputs == ["place v9 cafe default"])
+    }
+}
