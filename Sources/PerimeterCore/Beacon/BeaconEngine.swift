@@ -491,7 +491,7 @@ public struct BeaconEngine: Sendable {
             for entry in ranged where scanners[index].beacons[entry.index].slots.contains(slot) {
                 beacons.append(entry.beacon)
             }
-            if let nearest = beacons.first, nearest.proximity != .unknown {
+            if let nearest = beacons.first {
                 if closest == nil || Self.nearerFirst(nearest, closest!.beacon)
                     || (nearest == closest!.beacon
                         && matcher.specificity(slot: Int(slot)) > matcher.specificity(slot: Int(closest!.region)))
@@ -513,8 +513,9 @@ public struct BeaconEngine: Sendable {
         return left.identity < right.identity
     }
 
-    /// The subject's nearest ranged beacon at its last ranging report, and the beacon region it
-    /// was reported for (the most specific one when several share the beacon).
+    /// The subject's nearest ranged beacon at its last ranging report (its proximity `unknown`
+    /// when none was heard in that report's window), and the beacon region it was reported
+    /// for (the most specific one when several share the beacon).
     public func closestBeacon(of subject: String) -> (region: String, beacon: RangedBeacon)? {
         guard let index = scannerByID[subject], let closest = scanners[index].closest,
             let region = matcher.regions[Int(closest.region)]

@@ -80,13 +80,8 @@ public enum PlaceRule {
         if let nearest = evidence.nearestBeacon, nearest.proximity.isClose {
             return PlaceAnswer(place: nearest.place, source: .beacon, proximity: nearest.proximity)
         }
-        if evidence.beaconsLive, let previous, previous.source == .beacon {
-            var kept = previous
-            if let nearest = evidence.nearestBeacon, nearest.place == previous.place {
-                kept.proximity = nearest.proximity
-            }
-            return kept
-        }
+        // The answer keeps the proximity that decided it: a weaker reading is not news.
+        if evidence.beaconsLive, let previous, previous.source == .beacon { return previous }
         if let place = evidence.gpsPlace { return PlaceAnswer(place: place, source: .gps) }
         return fallback
     }

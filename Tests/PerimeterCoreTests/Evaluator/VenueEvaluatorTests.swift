@@ -151,6 +151,9 @@ struct VenueEvaluatorTests {
             ])
         #expect(describe(venue.tick(now: at(0.5))) == ["ranging lobby phone 1", "place phone lobby beacon"])
         #expect(describe(venue.tick(now: at(1))).isEmpty)
+        // A second later the beacon has no new sample (proximity unknown): the place stays.
+        #expect(describe(venue.tick(now: at(2))) == ["ranging lobby phone 1"])
+        #expect(venue.place(of: "phone")?.place == "lobby")
     }
 
     @Test("regions: a removed region is unmonitored with occupancy 0; a reload adds, changes and removes")
