@@ -178,7 +178,16 @@ final class EvaluatorRuntime {
                 topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
-        try await client.connect(timeout: .seconds(30))
+        // The broker may come up after us: keep trying (the client backs off), and say so.
+        let patience = Task { [logger, endpoint = mqtt.endpoint] in
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(10))
+                if client.state.isConnected { return }
+                logger.warning("broker not reachable yet; still trying", metadata: ["broker": .string(endpoint)])
+            }
+        }
+        defer { patience.cancel() }
+        try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
         try await client.publish(
             statusTopic, #"{"online":true,"instance":"\#(configuration.instance)"}"#, qos: .atLeastOnce, retain: true)

@@ -297,18 +297,24 @@ final class ClientCore: @unchecked Sendable {
             self?.failConnectWaiter(token, timeout: timeout)
         }
         defer { timer.cancel() }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let outcome: Result<Void, MQTTError>? = state.withLock { state in
-                switch state.connection {
-                case .connected: return .success(())
-                case .closed:
-                    return .failure(MQTTError(.closed, operation: "connect", reason: "the client is closed"))
-                default:
-                    state.connectWaiters[token] = continuation
-                    return nil
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome: Result<Void, any Error>? = state.withLock { state in
+                    switch state.connection {
+                    case .connected: return .success(())
+                    case .closed:
+                        return .failure(MQTTError(.closed, operation: "connect", reason: "the client is closed"))
+                    default:
+                        if Task.isCancelled { return .failure(CancellationError()) }
+                        state.connectWaiters[token] = continuation
+                        return nil
+                    }
                 }
+                if let outcome { continuation.resume(with: outcome) }
             }
-            if let outcome { continuation.resume(with: outcome) }
+        } onCancel: { [weak self] in
+            let waiter = self?.state.withLock { $0.connectWaiters.removeValue(forKey: token) }
+            waiter?.resume(throwing: CancellationError())
         }
     }
 
