@@ -259,11 +259,17 @@ final class EvaluatorRuntime {
         return filters
     }
 
+    /// The venue's time at wall-clock `wall`: its latest observation time, moved on by the
+    /// wall-clock time since that observation arrived.
+    private func venueTime(_ venue: String, at wall: Date) -> Date {
+        clocks[venue].map { $0.event.addingTimeInterval(wall.timeIntervalSince($0.wall)) } ?? wall
+    }
+
     /// Journals a tick for every venue; a tick that changes nothing is dropped again when processed.
     private func journalTicks() throws {
         let now = Date()
         for venue in venueIDs.sorted() {
-            let clock = clocks[venue].map { $0.event.addingTimeInterval(now.timeIntervalSince($0.wall)) } ?? now
+            let clock = venueTime(venue, at: now)
             try store.journal(
                 topic: EvaluatorStore.Internal.tick + venue,
                 payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
@@ -392,17 +398,20 @@ final class EvaluatorRuntime {
             stats.ignored += 1
             return Applied()
         }
+        // Inputs without a time of their own (region changes, ESPresense) are dated on the
+        // venue's clock, so that they fall in order with the observations around them.
+        let receivedAt = venueTime(venue, at: row.received)
         let inputs: [Inbound]
         do {
             inputs = try InboundDecoder.decode(
-                route, payload: row.payload, receivedAt: row.received, limits: configuration.limits)
+                route, payload: row.payload, receivedAt: receivedAt, limits: configuration.limits)
         } catch {
             return reject(row, venue: venue, error)
         }
         var outputs: [EvaluatorOutput] = []
         for input in inputs {
             note(input, venue: venue, received: row.received)
-            switch venues[venue]!.handle(input, agent: Self.agent(of: route), receivedAt: row.received) {
+            switch venues[venue]!.handle(input, agent: Self.agent(of: route), receivedAt: receivedAt) {
             case .success(let produced): outputs += produced
             case .failure(let error):
                 var applied = reject(row, venue: venue, error)
@@ -417,7 +426,7 @@ final class EvaluatorRuntime {
     static func agent(of route: InboundRoute) -> String? {
         switch route {
         case .gps(_, let agent), .ble(_, let agent), .status(_, let agent): agent
-        case .ownTracks(let user, let device): "owntracks:\(user):\(device)"
+        case .ownTracks(let user, let device): InboundDecoder.ownTracksSubject(user: user, device: device)
         case .espresense(_, let room): room
         default: nil
         }

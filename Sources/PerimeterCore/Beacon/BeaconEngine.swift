@@ -165,6 +165,9 @@ public struct BeaconEngine: Sendable {
     private var scannerByID: [String: Int] = [:]
     /// Bumped when regions change, so that cached matches are recomputed.
     private var generation = 0
+    /// Sequence numbers of removed regions' memberships (region → subject → seq): a region
+    /// removed and added again never reuses an event id.
+    private var retired: [String: [String: Int]] = [:]
 
     struct HeardBeacon: Sendable {
         var identity: BeaconIdentity
@@ -351,7 +354,11 @@ public struct BeaconEngine: Sendable {
 
     private mutating func regionState(_ slot: Int32, subject: Int) -> Int {
         if let found = scanners[subject].regions.firstIndex(where: { $0.slot == slot }) { return found }
-        scanners[subject].regions.append(RegionState(slot: slot))
+        var state = RegionState(slot: slot)
+        if let id = matcher.regionID(slot: Int(slot)), let seq = retired[id]?[scanners[subject].id] {
+            state.membership = Membership(seq: seq)
+        }
+        scanners[subject].regions.append(state)
         return scanners[subject].regions.count - 1
     }
 
@@ -537,9 +544,9 @@ public struct BeaconEngine: Sendable {
         generation += 1
         var events: [RegionEvent] = []
         for index in scanners.indices.sorted(by: { scanners[$0].id < scanners[$1].id }) {
-            let before = scanners[index].regions.count
-            scanners[index].regions.removeAll { $0.slot == Int32(slot) }
-            if scanners[index].regions.count != before {
+            if let removed = scanners[index].regions.first(where: { $0.slot == Int32(slot) }) {
+                retired[regionID, default: [:]][scanners[index].id] = removed.membership.seq
+                scanners[index].regions.removeAll { $0.slot == Int32(slot) }
                 events.append(
                     .state(
                         region: regionID, subject: scanners[index].id, state: .unmonitored, at: t,

@@ -51,6 +51,9 @@ public struct GatewayLocator: Sendable {
     public let parameters: BeaconParameters
     private var gateways: [Gateway] = []
     private var gatewayByID: [String: Int] = [:]
+    /// Gateways registered by configuration (not rooms an adapter named): only their agents'
+    /// BLE reports are read in gateway mode.
+    private var configured: Set<String> = []
     private var tags: [Tag] = []
     private var tagBySubject: [String: Int] = [:]
 
@@ -74,6 +77,11 @@ public struct GatewayLocator: Sendable {
 
     /// Adds or moves a gateway.
     public mutating func register(_ gateway: Gateway) {
+        configured.insert(gateway.id)
+        add(gateway)
+    }
+
+    private mutating func add(_ gateway: Gateway) {
         if let index = gatewayByID[gateway.id] {
             gateways[index] = gateway
         } else {
@@ -82,9 +90,12 @@ public struct GatewayLocator: Sendable {
         }
     }
 
-    public func isGateway(_ agent: String) -> Bool { gatewayByID[agent] != nil }
+    /// Whether `agent` is a configured gateway (its BLE reports are about tags).
+    public func isGateway(_ agent: String) -> Bool { configured.contains(agent) }
 
-    func index(of agent: String) -> Int? { gatewayByID.isEmpty ? nil : gatewayByID[agent] }
+    func index(of agent: String) -> Int? {
+        configured.isEmpty || !configured.contains(agent) ? nil : gatewayByID[agent]
+    }
 
     public var tagCount: Int { tags.count }
 
@@ -93,7 +104,7 @@ public struct GatewayLocator: Sendable {
     /// Records what one gateway heard; returns where each tag it heard is now.
     public mutating func process(_ report: TagReport) -> [TagLocation] {
         if gatewayByID[report.gateway] == nil {
-            register(Gateway(id: report.gateway, position: nil, zone: report.gateway))
+            add(Gateway(id: report.gateway, position: nil, zone: report.gateway))
         }
         let gateway = gatewayByID[report.gateway]!
         let t = report.t.timeIntervalSinceReferenceDate

@@ -25,6 +25,15 @@ struct FieldReader {
         self.path = path
     }
 
+    /// Refuses members not in `known`: in our own payloads a misspelt field would otherwise be
+    /// silently ignored (DESIGN.md §7 dead-letters unknown fields).
+    func onlyKnown(_ known: [String]) throws(InboundError) {
+        for key in object.keys where !known.contains(key) {
+            throw InboundError(
+                code: "schema", field: field(key), "unknown field (known here: \(known.joined(separator: ", ")))")
+        }
+    }
+
     /// The path of a member of this object.
     func field(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 

@@ -21,7 +21,7 @@ extension InboundDecoder {
             let accuracy = try reader.number("acc")
             for key in ["alt", "vac", "vel", "cog"] { _ = try reader.number(key) }
             let fix = Fix(
-                subject: "owntracks:\(user):\(device)", t: t, position: GeoPoint(lon: lon, lat: lat),
+                subject: ownTracksSubject(user: user, device: device), t: t, position: GeoPoint(lon: lon, lat: lat),
                 accuracy: accuracy, floor: nil, source: "owntracks")
             return [.fix(fix)]
         case "waypoint":
@@ -122,5 +122,26 @@ extension InboundDecoder {
             let uuid = BeaconPrefix(uuid: parts[0..<5].joined(separator: "-"))
         else { return nil }
         return .iBeacon(uuid: uuid, major: major, minor: minor)
+    }
+}
+
+extension InboundDecoder {
+    /// The subject an OwnTracks device is: `owntracks:{user}:{device}`, with `:` and `%` in the
+    /// names percent-encoded so that the two parts read back unambiguously.
+    public static func ownTracksSubject(user: String, device: String) -> String {
+        func escape(_ part: String) -> String {
+            part.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: ":", with: "%3A")
+        }
+        return "owntracks:\(escape(user)):\(escape(device))"
+    }
+
+    /// The (user, device) behind an OwnTracks subject, or nil for any other subject.
+    public static func ownTracksDevice(of subject: String) -> (user: String, device: String)? {
+        let parts = subject.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "owntracks" else { return nil }
+        func unescape(_ part: Substring) -> String {
+            part.replacingOccurrences(of: "%3A", with: ":").replacingOccurrences(of: "%25", with: "%")
+        }
+        return (unescape(parts[1]), unescape(parts[2]))
     }
 }

@@ -103,6 +103,7 @@ public enum InboundDecoder {
             case .region(_, let id): return [.regionRemove(id: id)]
             case .authorization(_, let subject): return [.authorization(subject: subject, nil)]
             case .session(_, let consumer, let session): return [.session(consumer: consumer, session: session, nil)]
+            case .preferences(_, let subject): return [.preferences(subject: subject, SubjectPreferences())]
             default:
                 throw InboundError(code: "schema", "the payload is empty; this topic needs a JSON object")
             }
@@ -152,6 +153,7 @@ public enum InboundDecoder {
 
     static func fix(_ json: JSONValue, agent: String) throws(InboundError) -> Fix {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["subject", "t", "lat", "lon", "acc", "alt", "vacc", "floor", "speed", "course"])
         _ = try reader.topicSafeID("subject")
         let fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
         try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
@@ -171,6 +173,7 @@ public enum InboundDecoder {
 
     static func beacons(_ json: JSONValue, agent: String, limits: Limits) throws(InboundError) -> BeaconReport {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["t", "subject", "adverts"])
         guard let t = try reader.time("t") else { throw reader.missing("t") }
         let subject = try reader.topicSafeID("subject")
         guard let adverts = try reader.array("adverts") else { throw reader.missing("adverts") }
@@ -195,6 +198,11 @@ public enum InboundDecoder {
         guard let rssi = try advert.number("rssi", in: rssiRange, unit: " dBm") else { throw advert.missing("rssi") }
         let tx = try advert.number("tx", in: rssiRange, unit: " dBm")
         let kinds = ["uuid", "namespace", "id1", "data"].filter { advert.object[$0] != nil }
+        let fields: [String: [String]] = [
+            "uuid": ["uuid", "major", "minor"], "namespace": ["namespace", "instance"], "id1": ["id1", "id2", "id3"],
+            "data": ["data", "mac"],
+        ]
+        if kinds.count == 1, let own = fields[kinds[0]] { try advert.onlyKnown(own + ["rssi", "tx"]) }
         guard kinds.count == 1, let kind = kinds.first else {
             throw InboundError(
                 code: "schema", field: advert.path,
@@ -252,6 +260,7 @@ public enum InboundDecoder {
 
     static func agentStatus(_ json: JSONValue, agent: String) throws(InboundError) -> AgentStatus {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["online", "caps", "mode", "version", "t"])
         guard let online = try reader.bool("online") else { throw reader.missing("online") }
         return AgentStatus(
             agent: agent, online: online, t: try reader.time("t"), capabilities: try reader.strings("caps") ?? [],
@@ -301,6 +310,7 @@ public enum InboundDecoder {
     /// `{status, accuracy?, temporary?}`, checked and passed through as it is.
     static func authorization(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["status", "accuracy", "temporary"])
         guard try reader.choice("status", authorizationStatuses) != nil else { throw reader.missing("status") }
         _ = try reader.choice("accuracy", ["full", "reduced"])
         _ = try reader.bool("temporary")
@@ -310,6 +320,7 @@ public enum InboundDecoder {
     /// `{inUse, background?}`, checked and passed through.
     static func usage(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["inUse", "background"])
         guard try reader.bool("inUse") != nil else { throw reader.missing("inUse") }
         _ = try reader.bool("background")
         return json
@@ -318,6 +329,7 @@ public enum InboundDecoder {
     /// `{subjects: "*" | [subject], level, fullAccuracyPurpose?}`, checked and passed through.
     static func session(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["subjects", "level", "fullAccuracyPurpose"])
         switch reader.value("subjects") {
         case .string("*")?: break
         case .array?:
@@ -337,6 +349,7 @@ public enum InboundDecoder {
 
     static func preferences(_ json: JSONValue) throws(InboundError) -> SubjectPreferences {
         let reader = try FieldReader(json)
+        try reader.onlyKnown(["defaultPlace", "locale"])
         let place = try reader.string("defaultPlace")
         if place?.isEmpty == true { throw reader.schema("defaultPlace", "the region id is empty") }
         return SubjectPreferences(defaultPlace: place, locale: try reader.string("locale"))

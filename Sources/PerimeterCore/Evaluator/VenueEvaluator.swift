@@ -210,6 +210,12 @@ public struct VenueEvaluator: Sendable {
         }
         if !counted { outputs.append(.occupancy(region: regionID, count: 0, t: t)) }
         for subject in gpsPlaces.keys { gpsPlaces[subject]?.remove(regionID) }
+        // Nobody's place may name a region that no longer exists.
+        for (subject, answer) in places.sorted(by: { $0.key < $1.key }) where answer.place == regionID {
+            places[subject] = nil
+            let replaced = updatePlace(of: subject, at: t)
+            outputs += replaced.isEmpty ? [.place(subject: subject, nil, t: t)] : replaced
+        }
         return outputs
     }
 
@@ -288,8 +294,8 @@ public struct VenueEvaluator: Sendable {
 
     /// `owntracks/{user}/{device}/event` for subjects the OwnTracks adapter named.
     private func ownTracksTransition(_ event: RegionEvent) -> EvaluatorOutput? {
-        let parts = event.subject.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "owntracks", let region = regions[event.region] else { return nil }
+        guard let (user, device) = InboundDecoder.ownTracksDevice(of: event.subject), let region = regions[event.region]
+        else { return nil }
         let waypoint = region.properties["owntracks"]?.objectValue
         var payload = JSONObject()
         payload["_type"] = "transition"
@@ -307,6 +313,6 @@ public struct VenueEvaluator: Sendable {
             payload["lat"] = .number(fix.position.lat)
             payload["lon"] = .number(fix.position.lon)
         }
-        return .ownTracksTransition(user: String(parts[1]), device: String(parts[2]), payload: .object(payload))
+        return .ownTracksTransition(user: user, device: device, payload: .object(payload))
     }
 }

@@ -57,6 +57,9 @@ public struct GeofenceEngine: Sendable {
     public let parameters: GeofenceParameters
     public private(set) var index: GeofenceIndex
     private var subjects: [String: Track] = [:]
+    /// Sequence numbers of removed regions' memberships, by region then subject, so that a
+    /// region removed and added again never reuses an event id.
+    private var retired: [String: [String: Int]] = [:]
     /// The largest `exitBuffer` of any region, so candidate searches reach far enough.
     private var maxExitBuffer: Double
     private let calendar: Calendar
@@ -138,7 +141,7 @@ public struct GeofenceEngine: Sendable {
 
         for id in candidates.keys.sorted() {
             let region = candidates[id]!
-            var membership = track.memberships[id] ?? Membership()
+            var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0)
             let isNew = track.memberships[id] == nil
             let context = context(region.region, fix.subject)
             if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {
@@ -312,7 +315,8 @@ public struct GeofenceEngine: Sendable {
         guard index.remove(id: regionID) else { return [] }
         var events: [RegionEvent] = []
         for subject in subjects.keys.sorted() {
-            guard subjects[subject]?.memberships.removeValue(forKey: regionID) != nil else { continue }
+            guard let membership = subjects[subject]?.memberships.removeValue(forKey: regionID) else { continue }
+            retired[regionID, default: [:]][subject] = membership.seq
             events.append(
                 .state(region: regionID, subject: subject, state: .unmonitored, at: t, reason: "regionRemoved"))
         }

@@ -46,6 +46,8 @@ struct Membership: Sendable {
     var dwellFired = false
     var seq = 0
 
+    init(seq: Int = 0) { self.seq = seq }
+
     /// Where the state is going: the pending change, else the state.
     var heading: MembershipState { pending?.state ?? state }
 

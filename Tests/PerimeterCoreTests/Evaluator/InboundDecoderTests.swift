@@ -144,6 +144,11 @@ private let waypointFields = #""desc":"Home","lat":52.37,"lon":4.89,"tst":170000
 private let rejections: [Rejection] = [
     // obs/{agent}/gps
     Rejection(gps, "", "schema", ""),
+    Rejection(gps, #"{"t":1,"lat":1,"lon":2,"accuracy":5}"#, "schema", "accuracy"),
+    Rejection(
+        ble,
+        #"{"t":1,"adverts":[{"uuid":"2f234454-cf6d-4a0f-adf2-f4911ba9ffa6","major":1,"minor":1,"rssi":-50,"txPower":-59}]}"#,
+        "schema", "adverts[0].txPower"),
     Rejection(gps, "{", "json", ""),
     Rejection(gps, "[1]", "schema", ""),
     Rejection(gps, #"{"lat":48.8,"lon":2.3}"#, "schema", "t"),
@@ -232,7 +237,8 @@ private let rejections: [Rejection] = [
     Rejection(usage, #"{"inUse":1}"#, "schema", "inUse"),
     Rejection(usage, #"{"inUse":true,"background":"x"}"#, "schema", "background"),
     // subjects/{s}/preferences
-    Rejection(preferences, "", "schema", ""),
+    Rejection(preferences, #"{"defaultPlace":"cafe","colour":"red"}"#, "schema", "colour"),
+    Rejection(authorization, #"{"status":"always","note":"kept"}"#, "schema", "note"),
     Rejection(preferences, #"{"defaultPlace":3}"#, "schema", "defaultPlace"),
     Rejection(preferences, #"{"defaultPlace":""}"#, "schema", "defaultPlace"),
     Rejection(preferences, #"{"locale":[]}"#, "schema", "locale"),
@@ -444,7 +450,7 @@ struct InboundPayloadTests {
 
     @Test("privacy topics: checked and passed through; empty forgets or ends")
     func privacy() throws {
-        let grant = #"{"status":"whenInUse","accuracy":"reduced","temporary":true,"note":"kept"}"#
+        let grant = #"{"status":"whenInUse","accuracy":"reduced","temporary":true}"#
         #expect(try decode(authorization, grant) == [.authorization(subject: "ann", try JSONValue(parsing: grant))])
         #expect(try decode(authorization, "") == [.authorization(subject: "ann", nil)])
         let inUse = #"{"inUse":true,"background":false}"#
@@ -460,6 +466,7 @@ struct InboundPayloadTests {
         let chosen = try decode(preferences, #"{"defaultPlace":"cafe","locale":"fr-FR"}"#)
         #expect(chosen == [.preferences(subject: "ann", SubjectPreferences(defaultPlace: "cafe", locale: "fr-FR"))])
         #expect(try decode(preferences, "{}") == [.preferences(subject: "ann", SubjectPreferences())])
+        #expect(try decode(preferences, "") == [.preferences(subject: "ann", SubjectPreferences())])
     }
 }
 

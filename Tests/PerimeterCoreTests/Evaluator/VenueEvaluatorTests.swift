@@ -162,7 +162,7 @@ struct VenueEvaluatorTests {
         _ = Self.run(&venue, fix("v1", 0, inside))
         #expect(
             describe(venue.remove(regionID: "hall", at: at(1)))
-                == ["state hall v1 unmonitored regionRemoved", "occupancy hall 0"])
+                == ["state hall v1 unmonitored regionRemoved", "occupancy hall 0", "place v1 none "])
         #expect(venue.state(subject: "v1", region: "hall") == .unmonitored)
         var reloaded = Self.evaluator([hall])
         #expect(describe(reloaded.reload([lobby], previous: ["hall"], at: at(2))) == ["occupancy hall 0"])
@@ -176,5 +176,39 @@ struct VenueEvaluatorTests {
         let outputs = Self.run(
             &venue, .preferences(subject: "v9", SubjectPreferences(defaultPlace: "cafe")), agent: nil)
         #expect(outputs == ["place v9 cafe default"])
+    }
+}
+
+@Suite("Event ids across region lifecycles")
+struct RegionLifecycleIDTests {
+    /// Enter, remove, add again, enter: the second enter must not repeat the first one's id.
+    @Test("a region removed and added again continues its sequence numbers (geofence and beacon)")
+    func noReusedIDs() throws {
+        var venue = VenueEvaluator(settings: VenueSettings(id: "museum"), regions: [hall, lobby])
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        func scan(_ time: Double) -> Inbound {
+            .beacons(
+                BeaconReport(
+                    agent: "v1", t: at(time),
+                    sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 1), rssi: -60)]))
+        }
+        func transitions(_ result: Result<[EvaluatorOutput], InboundError>) throws -> [RegionEvent] {
+            try result.get().compactMap {
+                if case .event(let event) = $0, event.kind != .state { return event }
+                return nil
+            }
+        }
+        var first = try transitions(venue.handle(fix("v1", 0, inside), agent: "v1", receivedAt: at(0)))
+        first += try transitions(venue.handle(scan(0), agent: "v1", receivedAt: at(0)))
+        _ = venue.remove(regionID: "hall", at: at(1))
+        _ = venue.remove(regionID: "lobby", at: at(1))
+        _ = venue.upsert(hall, at: at(2))
+        _ = venue.upsert(lobby, at: at(2))
+        var second = try transitions(venue.handle(fix("v1", 3, inside), agent: "v1", receivedAt: at(3)))
+        second += try transitions(venue.handle(scan(3), agent: "v1", receivedAt: at(3)))
+        #expect(first.map(\.region) == ["hall", "lobby"])
+        #expect(second.map(\.region) == ["hall", "lobby"])
+        #expect(second.map(\.seq) == [2, 2])
+        #expect(Set(first.map(\.id)).isDisjoint(with: second.map(\.id)))
     }
 }
