@@ -43,6 +43,9 @@ public struct EvaluatorConfiguration: Sendable {
     public var tickInterval: Double
     /// MQTT 5 session expiry: how long the broker keeps our queue while we are down.
     public var sessionExpiry: Int
+    /// A snapshot of the whole state is taken after this many journal rows (and at shutdown);
+    /// the journal before it is dropped, so a restart replays at most this many rows.
+    public var snapshotEvery: Int = 50_000
     public var log: LogSettings
 
     public init(
@@ -76,6 +79,7 @@ public struct EvaluatorConfiguration: Sendable {
         let statsInterval = reader.double("evaluator.statsInterval", default: 10, range: 0.1...3600)
         let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
         let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
+        let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
         if prefix.isEmpty || prefix.hasSuffix("/") || prefix.contains(where: { "+#".contains($0) }) {
@@ -102,11 +106,13 @@ public struct EvaluatorConfiguration: Sendable {
         let espresense = adapter("adapters.espresense")
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-evaluator-\(instance)" : broker.clientID
-        return EvaluatorConfiguration(
+        var configuration = EvaluatorConfiguration(
             broker: broker, prefix: prefix, instance: instance, databasePath: database, venues: venues,
             ownTracksVenue: ownTracks, espresenseVenue: espresense,
             limits: InboundDecoder.Limits(maxPayloadBytes: maxPayload, maxBatch: maxBatch),
             statsInterval: statsInterval, tickInterval: tickInterval, sessionExpiry: sessionExpiry, log: log)
+        configuration.snapshotEvery = snapshotEvery
+        return configuration
     }
 
     private static func readVenue(_ name: String, _ reader: ConfigReader) -> Venue? {

@@ -94,6 +94,18 @@ final class EvaluatorRuntime {
     private var fileRegionIDs: [String: Set<String>] = [:]
     private var cursor: Int64 = 0
     private var stats = EvaluatorStats()
+    /// Journal rows processed since the last snapshot.
+    private var sinceSnapshot = 0
+
+    /// What a snapshot holds: every venue's state and what the runtime needs to apply rows
+    /// exactly as before (the regions files as last applied, the venue clocks).
+    struct Snapshot: Codable {
+        var venues: [String: VenueEvaluator.Snapshot]
+        var fileText: [String: String]
+        var fileRegionIDs: [String: Set<String>]
+        var clockEvents: [String: Date]
+        var clockWalls: [String: Date]
+    }
 
     /// What one journal row produced.
     struct Applied {
@@ -118,12 +130,28 @@ final class EvaluatorRuntime {
 
     // MARK: - Start-up
 
-    /// Rebuilds the engines from the journal up to the processed cursor, publishing nothing.
+    /// Rebuilds the engines from the latest snapshot and the journal after it, up to the
+    /// processed cursor, publishing nothing.
     private func replay() throws {
         cursor = try store.processedCursor()
         var after: Int64 = 0
         var count = 0
         let started = ContinuousClock.now
+        if let (seq, data) = try store.loadSnapshot() {
+            let snapshot = try JSONDecoder().decode(Snapshot.self, from: Data(data))
+            for venue in configuration.venues {
+                if let state = snapshot.venues[venue.settings.id] {
+                    venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, restoring: state)
+                }
+            }
+            fileText = snapshot.fileText
+            fileRegionIDs = snapshot.fileRegionIDs
+            for (venue, event) in snapshot.clockEvents {
+                if let wall = snapshot.clockWalls[venue] { clocks[venue] = (event, wall) }
+            }
+            after = seq
+            logger.info("state restored from a snapshot", metadata: ["seq": "\(seq)", "bytes": "\(data.count)"])
+        }
         while after < cursor {
             let rows = try store.inbox(after: after, through: cursor, limit: 4096)
             guard let last = rows.last else { break }
@@ -136,6 +164,22 @@ final class EvaluatorRuntime {
                 "state rebuilt from the journal",
                 metadata: ["rows": "\(count)", "seconds": "\(ContinuousClock.now - started)"])
         }
+        sinceSnapshot = count
+        if sinceSnapshot >= configuration.snapshotEvery { try takeSnapshot() }
+    }
+
+    /// Saves the whole state as of the cursor and drops the journal up to it.
+    private func takeSnapshot() throws {
+        let started = ContinuousClock.now
+        let snapshot = Snapshot(
+            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
+            clockEvents: clocks.mapValues(\.event), clockWalls: clocks.mapValues(\.wall))
+        let data = try JSONEncoder().encode(snapshot)
+        try store.saveSnapshot(seq: cursor, data: Array(data))
+        sinceSnapshot = 0
+        logger.info(
+            "snapshot taken",
+            metadata: ["seq": "\(cursor)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)"])
     }
 
     /// Journals each venue's regions file when it differs from what the journal last applied.
@@ -234,6 +278,11 @@ final class EvaluatorRuntime {
             }
             group.cancelAll()
         }
+        if sinceSnapshot > 0 {
+            do { try takeSnapshot() } catch {
+                logger.error("snapshot at shutdown failed", metadata: ["error": "\(error)"])
+            }
+        }
         try? await client.publish(statusTopic, #"{"online":false}"#, qos: .atLeastOnce, retain: true)
         await client.disconnect()
     }
@@ -312,7 +361,9 @@ final class EvaluatorRuntime {
                 for seq in idleTicks { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", seq) }
             }
             cursor = rows.last!.seq
+            sinceSnapshot += rows.count
             try await publish(toPublish, ephemeral: ephemeral, client)
+            if sinceSnapshot >= configuration.snapshotEvery { try takeSnapshot() }
         }
     }
 

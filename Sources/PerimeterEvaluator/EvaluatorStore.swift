@@ -63,7 +63,16 @@ public final class EvaluatorStore {
                     t REAL NOT NULL,
                     seq INTEGER NOT NULL DEFAULT 0,
                     PRIMARY KEY (venue, region, subject)) WITHOUT ROWID;
-                """)
+                """),
+        Migration(
+            2, "snapshots bound the journal",
+            sql: """
+                CREATE TABLE snapshot(
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    seq INTEGER NOT NULL,
+                    data BLOB NOT NULL,
+                    t REAL NOT NULL);
+                """),
     ]
 
     public init(path: String) throws {
@@ -134,6 +143,24 @@ public final class EvaluatorStore {
             _ = try database.run("UPDATE cursor SET processed = ? WHERE id = 1", seq)
             return rows
         }
+    }
+
+    // MARK: - Snapshots
+
+    /// Stores the state as of journal row `seq` and drops the journal up to it, in one transaction.
+    public func saveSnapshot(seq: Int64, data: [UInt8]) throws {
+        try database.transaction {
+            _ = try database.run(
+                "INSERT OR REPLACE INTO snapshot(id, seq, data, t) VALUES (1, ?, ?, ?)", seq, data,
+                Date().timeIntervalSince1970)
+            _ = try database.run("DELETE FROM inbox WHERE seq <= ?", seq)
+        }
+    }
+
+    /// The latest snapshot: the journal row it includes, and its data.
+    public func loadSnapshot() throws -> (seq: Int64, data: [UInt8])? {
+        guard let row = try database.row("SELECT seq, data FROM snapshot WHERE id = 1") else { return nil }
+        return (Int64(row[0].int ?? 0), row[1].bytes ?? [])
     }
 
     // MARK: - Outbox

@@ -23,7 +23,10 @@ final class EvaluatorHarness: Sendable {
     /// - Parameters:
     ///   - regions: the venue's regions file (a GeoJSON FeatureCollection).
     ///   - venue: extra `venues.test.*` settings (gateways, staleAfter …).
-    init(regions: JSONValue, venue: JSONObject = JSONObject(), adapters: Bool = false) async throws {
+    init(
+        regions: JSONValue, venue: JSONObject = JSONObject(), evaluator extra: JSONObject = JSONObject(),
+        adapters: Bool = false
+    ) async throws {
         broker = try await TestBroker.start()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-eval-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -36,6 +39,7 @@ final class EvaluatorHarness: Sendable {
             "statsInterval": 1,
         ]
         evaluator["instance"] = "t1"
+        for (key, value) in extra { evaluator[key] = value }
         var config: JSONObject = [
             "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-under-test"],
             "evaluator": .object(evaluator), "venues": .object(JSONObject([(Self.venue, .object(venueSettings))])),

@@ -240,16 +240,23 @@ struct EvaluatorServiceTests {
         #expect(reason == "agentOffline")
     }
 
-    @Test("kill -9 in the middle of a replay, then restart: the events equal a fault-free run up to duplicates")
-    func crashAndRestart() async throws {
+    @Test(
+        "kill -9 in the middle of a replay, then restart: the events equal a fault-free run up to duplicates",
+        arguments: [nil, 10])
+    func crashAndRestart(snapshotEvery: Int?) async throws {
         let (regions, points) = try Self.trackVenue()
-        let harness = try await EvaluatorHarness(regions: regions)
+        let harness = try await EvaluatorHarness(
+            regions: regions, evaluator: snapshotEvery.map { ["snapshotEvery": .number(Double($0))] } ?? [:])
         defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let expected = Self.expectedTransitions(regions: regions, points: points, subject: "car")
         for (index, point) in points.enumerated() {
             try await harness.publish(harness.topics.gps(agent: "car"), Self.fix(point))
-            if index == 40 { harness.killEvaluator() }
+            if index == 40 {
+                // Killed once it has worked a while (with snapshots on, after at least one).
+                try await harness.waitFor("the first enter") { $0.contains { $0.topic.contains("/enter/") } }
+                harness.killEvaluator()
+            }
             if index == 70 { try await harness.startEvaluator() }
         }
         try await harness.waitFor("every expected transition", timeout: .seconds(30)) { _ in
@@ -262,6 +269,9 @@ struct EvaluatorServiceTests {
         for id in Set(seen.compactMap { $0["id"]?.stringValue }) {
             let copies = Set(seen.filter { $0["id"]?.stringValue == id }.map { JSONValue.object($0).serialized() })
             #expect(copies.count == 1, "duplicates of \(id) differ: \(copies)")
+        }
+        if snapshotEvery != nil {
+            #expect(harness.evaluatorOutput.contains("state restored from a snapshot"), "the restart used a snapshot")
         }
         // First appearances keep the fault-free order.
         var order: [String] = []

@@ -101,7 +101,7 @@ public enum BeaconRejection: Error, Sendable, Hashable, CustomStringConvertible 
 }
 
 /// One beacon in a ranging report (CLBeacon).
-public struct RangedBeacon: Sendable, Hashable {
+public struct RangedBeacon: Sendable, Hashable, Codable {
     public var identity: BeaconIdentity
     public var proximity: Proximity
     /// Estimated metres; −1 when unknown.
@@ -169,7 +169,7 @@ public struct BeaconEngine: Sendable {
     /// removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
 
-    struct HeardBeacon: Sendable {
+    struct HeardBeacon: Sendable, Codable {
         var identity: BeaconIdentity
         var slots: [Int32]
         var generation: Int
@@ -178,7 +178,7 @@ public struct BeaconEngine: Sendable {
         var samples = RSSISamples()
     }
 
-    struct RegionState: Sendable {
+    struct RegionState: Sendable, Codable {
         var slot: Int32
         var membership = Membership()
         /// Last time a qualifying sighting was heard.
@@ -199,14 +199,19 @@ public struct BeaconEngine: Sendable {
         }
     }
 
-    struct ScannerSubject: Sendable {
+    struct ScannerSubject: Sendable, Codable {
         var id: String
         var beacons: [HeardBeacon] = []
         var regions: [RegionState] = []
         var lastReport = -Double.infinity
         var lastRanging = -Double.infinity
         var stale = false
-        var closest: (region: Int32, beacon: RangedBeacon)?
+        var closest: Closest?
+
+        struct Closest: Sendable, Codable {
+            var region: Int32
+            var beacon: RangedBeacon
+        }
     }
 
     public init(regions: [Region], gateways: [Gateway] = [], parameters: BeaconParameters = BeaconParameters()) {
@@ -217,6 +222,33 @@ public struct BeaconEngine: Sendable {
 
     /// Adds or moves a gateway.
     public mutating func register(_ gateway: Gateway) { locator.register(gateway) }
+
+    /// Everything a restart needs: the regions by slot, every scanner subject, the gateways and
+    /// tags, the retired sequence numbers.
+    public struct Snapshot: Sendable, Codable {
+        var regions: [Region?]
+        var scanners: [ScannerSubject]
+        var generation: Int
+        var retired: [String: [String: Int]]
+        var locator: GatewayLocator.Snapshot
+    }
+
+    public var snapshot: Snapshot {
+        Snapshot(
+            regions: matcher.slotted, scanners: scanners, generation: generation, retired: retired,
+            locator: locator.snapshot)
+    }
+
+    /// An engine exactly where the snapshotted one stood.
+    public init(restoring snapshot: Snapshot, parameters: BeaconParameters) {
+        self.parameters = parameters
+        matcher = BeaconMatcher(slotted: snapshot.regions)
+        scanners = snapshot.scanners
+        for (index, scanner) in scanners.enumerated() { scannerByID[scanner.id] = index }
+        generation = snapshot.generation
+        retired = snapshot.retired
+        locator = GatewayLocator(restoring: snapshot.locator, parameters: parameters)
+    }
 
     public func isGateway(_ agent: String) -> Bool { locator.isGateway(agent) }
 
@@ -508,7 +540,7 @@ public struct BeaconEngine: Sendable {
             }
             body(RangingReport(region: regionID, subject: subject, t: now, beacons: beacons))
         }
-        scanners[index].closest = closest
+        scanners[index].closest = closest.map { ScannerSubject.Closest(region: $0.region, beacon: $0.beacon) }
     }
 
     static func nearerFirst(_ left: RangedBeacon, _ right: RangedBeacon) -> Bool {

@@ -1,5 +1,5 @@
 /// The three beacon formats venues run, and what identifies a beacon in each.
-public enum BeaconFormat: UInt8, Sendable, Hashable, CaseIterable {
+public enum BeaconFormat: UInt8, Sendable, Hashable, Codable, CaseIterable {
     /// Apple iBeacon: a 128-bit proximity UUID, a 16-bit major and a 16-bit minor.
     case iBeacon
     /// Google Eddystone-UID: a 10-byte namespace and a 6-byte instance.
@@ -23,7 +23,7 @@ public enum BeaconFormat: UInt8, Sendable, Hashable, CaseIterable {
 /// 128 bits of identity prefix: an iBeacon proximity UUID, an AltBeacon id1, or an Eddystone
 /// namespace (10 bytes, left-aligned, the last 6 bytes zero). Stored as two big-endian words
 /// so that hashing and comparing cost two integer operations.
-public struct BeaconPrefix: Sendable, Hashable, Comparable {
+public struct BeaconPrefix: Sendable, Hashable, Codable, Comparable {
     public var high: UInt64
     public var low: UInt64
 
@@ -98,7 +98,7 @@ public struct BeaconPrefix: Sendable, Hashable, Comparable {
 /// iBeacon: `prefix` = proximity UUID, `part2` = major, `part3` = minor.
 /// Eddystone-UID: `prefix` = namespace, `part2` = instance (48 bits), `part3` = 0.
 /// AltBeacon: `prefix` = id1, `part2` = id2, `part3` = id3.
-public struct BeaconIdentity: Sendable, Hashable, Comparable {
+public struct BeaconIdentity: Sendable, Hashable, Codable, Comparable {
     public var format: BeaconFormat
     public var prefix: BeaconPrefix
     public var part2: UInt64

@@ -52,6 +52,19 @@ public struct BeaconMatcher: Sendable {
         for region in regions { upsert(region) }
     }
 
+    /// A matcher with exactly these slots (nil: a removed region's hole), as ``slotted`` gave them.
+    public init(slotted: [Region?]) {
+        for region in slotted {
+            if let region, upsert(region) { continue }
+            regions.append(nil)
+            rssiFloors.append(.infinity)
+            hasDwell.append(false)
+        }
+    }
+
+    /// The regions by slot, holes included: what ``init(slotted:)`` rebuilds from.
+    public var slotted: [Region?] { regions.map { $0?.region } }
+
     public var count: Int { slotByID.count }
 
     public subscript(id: String) -> BeaconRegion? { slotByID[id].flatMap { regions[$0] } }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// A fixed BLE receiver registered in the venue: where it is, and the room it covers.
-public struct Gateway: Sendable, Hashable {
+public struct Gateway: Sendable, Hashable, Codable {
     public var id: String
     /// Where it hangs; nil for a receiver known only by its room (an ESPresense node not
     /// placed on the map), which names rooms but does not move positions.
@@ -57,12 +57,12 @@ public struct GatewayLocator: Sendable {
     private var tags: [Tag] = []
     private var tagBySubject: [String: Int] = [:]
 
-    struct Hearing: Sendable {
+    struct Hearing: Sendable, Codable {
         var gateway: Int
-        var samples: [(t: Double, rssi: Double)] = []
+        var samples: [RSSISamples.Sample] = []
     }
 
-    struct Tag: Sendable {
+    struct Tag: Sendable, Codable {
         var subject: String
         var identity: BeaconIdentity?
         var tx1m: Double?
@@ -73,6 +73,23 @@ public struct GatewayLocator: Sendable {
     public init(gateways: [Gateway] = [], parameters: BeaconParameters = BeaconParameters()) {
         self.parameters = parameters
         for gateway in gateways { register(gateway) }
+    }
+
+    /// Gateways (configured and adapter-named) and tags, for a restart.
+    public struct Snapshot: Sendable, Codable {
+        var gateways: [Gateway]
+        var configured: Set<String>
+        var tags: [Tag]
+    }
+
+    public var snapshot: Snapshot { Snapshot(gateways: gateways, configured: configured, tags: tags) }
+
+    public init(restoring snapshot: Snapshot, parameters: BeaconParameters) {
+        self.parameters = parameters
+        for gateway in snapshot.gateways { add(gateway) }
+        configured = snapshot.configured
+        tags = snapshot.tags
+        for (index, tag) in tags.enumerated() { tagBySubject[tag.subject] = index }
     }
 
     /// Adds or moves a gateway.
@@ -123,9 +140,9 @@ public struct GatewayLocator: Sendable {
             if let tx1m = sighting.tx1m { tags[index].tx1m = tx1m }
             tags[index].lastHeard = max(tags[index].lastHeard, t)
             if let hearing = tags[index].hearings.firstIndex(where: { $0.gateway == gateway }) {
-                tags[index].hearings[hearing].samples.append((t, rssi))
+                tags[index].hearings[hearing].samples.append(RSSISamples.Sample(t: t, rssi: rssi))
             } else {
-                tags[index].hearings.append(Hearing(gateway: gateway, samples: [(t, rssi)]))
+                tags[index].hearings.append(Hearing(gateway: gateway, samples: [RSSISamples.Sample(t: t, rssi: rssi)]))
             }
             for hearing in tags[index].hearings.indices {
                 tags[index].hearings[hearing].samples.removeAll { $0.t < cutoff }

@@ -1,5 +1,5 @@
 /// Where a subject's place answer came from.
-public enum PlaceSource: String, Sendable, Hashable {
+public enum PlaceSource: String, Sendable, Hashable, Codable {
     /// The place of its nearest beacon, heard near or immediate.
     case beacon
     /// A geographic region it is inside.
@@ -9,7 +9,7 @@ public enum PlaceSource: String, Sendable, Hashable {
 }
 
 /// A subject's current place, as `place/{subject}` publishes it.
-public struct PlaceAnswer: Sendable, Hashable {
+public struct PlaceAnswer: Sendable, Hashable, Codable {
     public var place: String
     public var source: PlaceSource
     /// For beacon answers: how close the deciding beacon was.

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Core Location's CLProximity: how close a ranged beacon is.
-public enum Proximity: String, Sendable, Hashable, CaseIterable {
+public enum Proximity: String, Sendable, Hashable, Codable, CaseIterable {
     /// Closer than 0.5 m.
     case immediate
     /// Closer than 3 m.
@@ -113,18 +113,23 @@ public struct BeaconCalibration: Sendable, Hashable {
 }
 
 /// The samples of one beacon as one receiver-subject pair hears it, smoothed as configured.
-struct RSSISamples: Sendable {
+struct RSSISamples: Sendable, Codable {
     /// Sum and count since the last report.
     var sum = 0.0
     var count = 0
     /// Recent samples (time, rssi), oldest first, for windowed smoothing.
-    var recent: [(t: Double, rssi: Double)] = []
+    var recent: [Sample] = []
+
+    struct Sample: Sendable, Codable {
+        var t: Double
+        var rssi: Double
+    }
 
     mutating func add(_ rssi: Double, at t: Double, smoothing: RSSISmoothing) {
         sum += rssi
         count += 1
         if let window = smoothing.window {
-            recent.append((t, rssi))
+            recent.append(Sample(t: t, rssi: rssi))
             prune(before: t - window)
         }
     }

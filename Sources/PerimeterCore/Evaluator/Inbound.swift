@@ -109,7 +109,7 @@ public struct TagReport: Sendable, Hashable {
 }
 
 /// `subjects/{s}/preferences`: the subject's chosen default place and language.
-public struct SubjectPreferences: Sendable, Hashable {
+public struct SubjectPreferences: Sendable, Hashable, Codable {
     public var defaultPlace: String?
     public var locale: String?
 

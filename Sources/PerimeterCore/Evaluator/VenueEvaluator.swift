@@ -64,6 +64,51 @@ public struct VenueEvaluator: Sendable {
         for region in regions { self.regions[region.id] = region }
     }
 
+    /// The whole evaluation state, for a restart that does not replay the journal from its start.
+    public struct Snapshot: Sendable, Codable {
+        var regions: [Region]
+        var geofences: GeofenceEngine.Snapshot
+        var beacons: BeaconEngine.Snapshot
+        var inside: [String: Set<String>]
+        var gpsPlaces: [String: Set<String>]
+        var places: [String: PlaceAnswer]
+        var preferences: [String: SubjectPreferences]
+        var observers: [String: Set<String>]
+        var observed: [String: Set<String>]
+        var offline: [String: Date]
+        var authorization: [String: JSONValue]
+        var usage: [String: JSONValue]
+        var sessions: [String: JSONValue]
+    }
+
+    public var snapshot: Snapshot {
+        Snapshot(
+            regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,
+            beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
+            observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
+            sessions: sessions)
+    }
+
+    /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
+    public init(settings: VenueSettings, restoring snapshot: Snapshot) {
+        self.settings = settings
+        geofences = GeofenceEngine(regions: snapshot.regions, parameters: settings.geofence)
+        geofences.restore(snapshot.geofences)
+        beacons = BeaconEngine(restoring: snapshot.beacons, parameters: settings.beacons)
+        for gateway in settings.gateways { beacons.register(gateway) }
+        for region in snapshot.regions { regions[region.id] = region }
+        inside = snapshot.inside
+        gpsPlaces = snapshot.gpsPlaces
+        places = snapshot.places
+        preferences = snapshot.preferences
+        observers = snapshot.observers
+        observed = snapshot.observed
+        offline = snapshot.offline
+        authorization = snapshot.authorization
+        usage = snapshot.usage
+        sessions = snapshot.sessions
+    }
+
     public var regionCount: Int { regions.count }
     public func region(_ id: String) -> Region? { regions[id] }
 

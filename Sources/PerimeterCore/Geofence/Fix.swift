@@ -1,7 +1,7 @@
 import Foundation
 
 /// A position observation for a subject: what `obs/{agent}/gps` carries.
-public struct Fix: Sendable, Hashable {
+public struct Fix: Sendable, Hashable, Codable {
     public var subject: String
     /// When the position was measured (event time, not arrival time).
     public var t: Date

@@ -65,7 +65,7 @@ public struct GeofenceEngine: Sendable {
     private let calendar: Calendar
 
     /// A subject's history as far as the state machine needs it.
-    struct Track: Sendable {
+    struct Track: Sendable, Codable {
         var lastFix: Fix?
         var lastTime: Date?
         /// The latest event time published for the subject (interpolated events never go before it).
@@ -81,6 +81,21 @@ public struct GeofenceEngine: Sendable {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = parameters.timeZone
         self.calendar = calendar
+    }
+
+    /// What a restart needs besides the regions: every subject's track and the sequence numbers
+    /// of removed regions. Restoring it into an engine built on the same regions continues
+    /// exactly where this one stands.
+    public struct Snapshot: Sendable, Codable {
+        var subjects: [String: Track]
+        var retired: [String: [String: Int]]
+    }
+
+    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired) }
+
+    public mutating func restore(_ snapshot: Snapshot) {
+        subjects = snapshot.subjects
+        retired = snapshot.retired
     }
 
     /// The confirmed state of `subject` for `region` (`unknown` when never evaluated).

@@ -2,7 +2,7 @@
 ///
 /// Inside polygon structures the longitude may lie outside ±180 after a ring crossing the
 /// antimeridian has been unwrapped into one continuous frame (e.g. 170…190).
-public struct GeoPoint: Sendable, Hashable, CustomStringConvertible {
+public struct GeoPoint: Sendable, Hashable, Codable, CustomStringConvertible {
     public var lon: Double
     public var lat: Double
 

@@ -5,8 +5,8 @@
 /// with `geometry: null` and a `properties.beacon` object is a beacon region, carried here
 /// and interpreted by the beacon module. Every property, known or not, is kept so that the
 /// region exports back to the same Feature.
-public struct Region: Sendable, Hashable, Identifiable {
-    public enum Shape: Sendable, Hashable {
+public struct Region: Sendable, Hashable, Codable, Identifiable {
+    public enum Shape: Sendable, Hashable, Codable {
         /// A geodesic circle: every point within `radius` metres (on the sphere) of `center`.
         case circle(center: GeoPoint, radius: Double)
         /// One or more polygons; each is an exterior ring followed by its holes, as given

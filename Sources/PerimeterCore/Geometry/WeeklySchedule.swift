@@ -5,8 +5,8 @@ import Foundation
 /// GeoJSON: `"schedule": [{"days": ["mon", "tue", "wed", "thu", "fri"], "start": "09:00", "end": "17:30"}]`.
 /// A window whose end is not after its start runs past midnight (`"22:00"`–`"06:00"`), the
 /// morning part belonging to the following day. `"start": "00:00", "end": "24:00"` is all day.
-public struct WeeklySchedule: Sendable, Hashable {
-    public enum Weekday: Int, Sendable, Hashable, CaseIterable, Comparable {
+public struct WeeklySchedule: Sendable, Hashable, Codable {
+    public enum Weekday: Int, Sendable, Hashable, Codable, CaseIterable, Comparable {
         // Foundation's numbering: Sunday = 1.
         case sun = 1, mon, tue, wed, thu, fri, sat
 
@@ -23,7 +23,7 @@ public struct WeeklySchedule: Sendable, Hashable {
         var next: Weekday { Weekday(rawValue: rawValue % 7 + 1)! }
     }
 
-    public struct Window: Sendable, Hashable {
+    public struct Window: Sendable, Hashable, Codable {
         public var days: Set<Weekday>
         /// Minutes after midnight, 0…1440.
         public var start: Int

@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a membership decision rests on: the fix or the beacon behind it.
-struct Evidence: Sendable {
+struct Evidence: Sendable, Codable {
     var fix: Fix?
     /// `gps`, `ble`, `ble-gateway`, `timer` …
     var source: String
@@ -33,12 +33,18 @@ struct MembershipContext {
 ///   never known); `exit` only when it was last known inside: going unknown is not an exit,
 ///   and coming back after an unknown spell is the same stay.
 /// - `dwell` fires once per stay, `dwellAfter` seconds after entering.
-struct Membership: Sendable {
+struct Membership: Sendable, Codable {
     var state: MembershipState = .unknown
     /// The last confirmed inside/outside, kept through unknown spells.
     var lastKnown: MembershipState?
     /// A change waiting out its delay, with the evidence that started it.
-    var pending: (state: MembershipState, since: Date, evidence: Evidence)?
+    var pending: Pending?
+
+    struct Pending: Sendable, Codable {
+        var state: MembershipState
+        var since: Date
+        var evidence: Evidence
+    }
     /// Start of the current stay (kept through unknown spells).
     var enteredAt: Date?
     /// When the state last became inside (a dwell is never dated before it).
@@ -73,7 +79,7 @@ struct Membership: Sendable {
             guard t.timeIntervalSince(pending.since) >= delay else { return [] }
             return confirm(target, at: pending.since.addingTimeInterval(delay), evidence: pending.evidence, context)
         }
-        pending = (target, t, evidence)
+        pending = Pending(state: target, since: t, evidence: evidence)
         return []
     }
 

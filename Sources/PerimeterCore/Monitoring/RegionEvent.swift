@@ -1,7 +1,7 @@
 import Foundation
 
 /// Where a subject stands with respect to a region.
-public enum MembershipState: String, Sendable, Hashable, CaseIterable {
+public enum MembershipState: String, Sendable, Hashable, Codable, CaseIterable {
     /// No evidence yet, or the evidence went stale (never assumed to be outside).
     case unknown
     case inside

@@ -212,3 +212,56 @@ struct RegionLifecycleIDTests {
         #expect(Set(first.map(\.id)).isDisjoint(with: second.map(\.id)))
     }
 }
+
+@Suite("Venue evaluator snapshots")
+struct VenueSnapshotTests {
+    /// A day in a small venue: fixes, scans, a gateway, ticks, a region change.
+    static func inputs() -> [(Inbound?, String?, Double)] {
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        func scan(_ agent: String, _ minor: UInt16, _ rssi: Double, _ time: Double) -> Inbound {
+            .beacons(
+                BeaconReport(
+                    agent: agent, t: at(time),
+                    sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: minor), rssi: rssi)]))
+        }
+        var steps: [(Inbound?, String?, Double)] = []
+        for step in 0..<40 {
+            let time = Double(step) * 7
+            let position = step % 3 == 0 ? outside : inside
+            steps.append((fix("v\(step % 4)", time, position), "a\(step % 4)", time))
+            steps.append((scan("p\(step % 3)", UInt16(step % 5), -55 - Double(step % 20), time), "p\(step % 3)", time))
+            steps.append((nil, nil, time + 3))  // a tick
+            if step == 20 { steps.append((.regionRemove(id: "hall"), nil, time + 4)) }
+            if step == 25 { steps.append((.regionUpsert(hall), nil, time + 4)) }
+            if step == 30 {
+                steps.append((.agentStatus(AgentStatus(agent: "a1", online: false)), "a1", time + 4))
+            }
+        }
+        return steps
+    }
+
+    static func apply(_ venue: inout VenueEvaluator, _ step: (Inbound?, String?, Double)) -> [EvaluatorOutput] {
+        guard let input = step.0 else { return venue.tick(now: at(step.2)) }
+        return (try? venue.handle(input, agent: step.1, receivedAt: at(step.2)).get()) ?? []
+    }
+
+    @Test("a snapshot taken anywhere, encoded and restored, continues exactly like the original")
+    func continuesExactly() throws {
+        let steps = Self.inputs()
+        for cut in [0, 17, 60, 95, steps.count] {
+            var original = VenueEvaluatorTests.evaluator(staleAfter: 60)
+            for step in steps.prefix(cut) { _ = Self.apply(&original, step) }
+            let data = try JSONEncoder().encode(original.snapshot)
+            let snapshot = try JSONDecoder().decode(VenueEvaluator.Snapshot.self, from: data)
+            var restored = VenueEvaluator(settings: original.settings, restoring: snapshot)
+            var expected: [EvaluatorOutput] = []
+            var actual: [EvaluatorOutput] = []
+            for step in steps.dropFirst(cut) {
+                expected += Self.apply(&original, step)
+                actual += Self.apply(&restored, step)
+            }
+            #expect(actual == expected, "cut at \(cut)")
+            if cut < steps.count { #expect(!expected.isEmpty) }
+        }
+    }
+}
