@@ -247,34 +247,27 @@ struct BenchPipelineCommand: ParsableCommand {
         var finished: ContinuousClock.Instant
     }
 
-    /// Publishes every message as fast as one client goes: at QoS 1 with up to 1,000
-    /// acknowledgements outstanding (as mosquitto_pub does), at QoS 0 back to back.
+    /// Publishes every message, in order, as fast as one client goes: batches of 1,000 sent
+    /// back to back, each batch's acknowledgements awaited before the next (QoS 1).
+    ///
+    /// - Important: order matters: a subject's reports must arrive in event-time order (the
+    ///   engine ignores a fix older than the last one). Publishing from concurrent child tasks,
+    ///   as `bench mqtt` does, reorders neighbouring messages.
     static func publishAll(
         _ messages: [(topic: String, payload: [UInt8])], endpoint: (host: String, port: Int), qos: QoS,
         clientID: String, topic rewrite: ((String) -> String)? = nil
     ) async throws -> Published {
+        let outgoing = messages.map {
+            MQTTClient.Outgoing(topic: rewrite?($0.topic) ?? $0.topic, payload: $0.payload, qos: qos)
+        }
         let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
         try await publisher.connect()
         let started = ContinuousClock.now
-        if qos == .atMostOnce {
-            for message in messages {
-                try await publisher.publish(
-                    rewrite?(message.topic) ?? message.topic, payload: message.payload, qos: qos)
-            }
-        } else {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                var inFlight = 0
-                for message in messages {
-                    if inFlight >= 1000 {
-                        try await group.next()
-                        inFlight -= 1
-                    }
-                    let topic = rewrite?(message.topic) ?? message.topic
-                    group.addTask { try await publisher.publish(topic, payload: message.payload, qos: qos) }
-                    inFlight += 1
-                }
-                try await group.waitForAll()
-            }
+        var start = 0
+        while start < outgoing.count {
+            let end = min(start + 1000, outgoing.count)
+            try await publisher.publish(batch: Array(outgoing[start..<end]))
+            start = end
         }
         let finished = ContinuousClock.now
         await publisher.disconnect()
@@ -288,41 +281,32 @@ struct BenchPipelineCommand: ParsableCommand {
         var sent: [ContinuousClock.Instant]
     }
 
-    /// Publishes at `rate` messages/s on a schedule (message `i` due at `start + i / rate`),
-    /// recording when each one was handed to the client.
+    /// Publishes in order at `rate` messages/s on a schedule (message `i` due at
+    /// `start + i / rate`): whatever is due goes out as one batch, stamped with the time it
+    /// was handed to the client.
     static func publishPaced(
         _ messages: [(topic: String, payload: [UInt8])], rate: Double, endpoint: (host: String, port: Int), qos: QoS,
         clientID: String
     ) async throws -> Paced {
+        let outgoing = messages.map { MQTTClient.Outgoing(topic: $0.topic, payload: $0.payload, qos: qos) }
         let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
         try await publisher.connect()
-        let sent = Locked<[ContinuousClock.Instant]>(Array(repeating: .now, count: messages.count))
+        var sent: [ContinuousClock.Instant] = []
+        sent.reserveCapacity(messages.count)
         let started = ContinuousClock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var inFlight = 0
-            for (index, message) in messages.enumerated() {
-                let due = started + .nanoseconds(Int64(Double(index) / rate * 1e9))
-                if ContinuousClock.now < due { try await Task.sleep(until: due, clock: .continuous) }
-                if qos == .atMostOnce {
-                    sent.withLock { $0[index] = .now }
-                    try await publisher.publish(message.topic, payload: message.payload, qos: qos)
-                    continue
-                }
-                if inFlight >= 1000 {
-                    try await group.next()
-                    inFlight -= 1
-                }
-                group.addTask {
-                    sent.withLock { $0[index] = .now }
-                    try await publisher.publish(message.topic, payload: message.payload, qos: qos)
-                }
-                inFlight += 1
-            }
-            try await group.waitForAll()
+        func due(_ index: Int) -> ContinuousClock.Instant { started + .nanoseconds(Int64(Double(index) / rate * 1e9)) }
+        while sent.count < outgoing.count {
+            let next = sent.count
+            if ContinuousClock.now < due(next) { try await Task.sleep(until: due(next), clock: .continuous) }
+            let now = ContinuousClock.now
+            var end = next + 1
+            while end < outgoing.count && due(end) <= now { end += 1 }
+            sent += repeatElement(now, count: end - next)
+            try await publisher.publish(batch: Array(outgoing[next..<end]))
         }
         let finished = ContinuousClock.now
         await publisher.disconnect()
-        return Paced(started: started, finished: finished, sent: sent.withLock { $0 })
+        return Paced(started: started, finished: finished, sent: sent)
     }
 
     /// Mosquitto's raw relay of the same messages: same client, same QoS, topics of the same
