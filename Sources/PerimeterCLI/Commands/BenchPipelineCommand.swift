@@ -14,8 +14,8 @@ struct BenchPipelineCommand: ParsableCommand {
             temporary directory) on a synthetic venue: --regions 20 m circles and
             --beacon-regions iBeacon regions. --subjects subjects report every --interval
             seconds of event time; --ble-percent of them are phones scanning beacons, the rest
-            GPS trackers. Every report crosses a boundary, so nearly every observation makes an
-            enter or an exit (the expected events are computed with the pure evaluator on the
+            GPS trackers. Every report crosses a boundary, so every observation makes one
+            enter or exit (the expected events are computed with the pure evaluator on the
             same messages, and checked one by one against what arrives).
 
             Phases, in order: relay baseline (the peak messages, same topics' sizes, same QoS,
@@ -58,6 +58,11 @@ struct BenchPipelineCommand: ParsableCommand {
 
     @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
     var keep: Bool
+
+    @Option(
+        help: "Write the latency phase's events as CSV (sent seconds since the phase began, latency ms).",
+        valueName: "file")
+    var latencyTrace: String?
 
     mutating func validate() throws {
         guard (1...10_000_000).contains(subjects) else { throw ValidationError("--subjects must be 1…10,000,000") }
@@ -189,12 +194,17 @@ struct BenchPipelineCommand: ParsableCommand {
         var seen: [String: Int] = [:]
         var unexpected = 0
         var latencies: [Double] = []
+        var csv = "sent_s,latency_ms\n"
         for arrival in arrivals[latencyFirstEvent...] {
             guard let id = Self.eventID(arrival.payload), let index = expected[id], let sent = sendTimes[index] else {
                 continue
             }
             latencies.append(Self.seconds(arrival.at - sent) * 1000)
+            if latencyTrace != nil {
+                csv += String(format: "%.6f,%.3f\n", Self.seconds(sent - paced.started), latencies.last!)
+            }
         }
+        if let latencyTrace { try csv.write(toFile: latencyTrace, atomically: true, encoding: .utf8) }
         for arrival in arrivals {
             guard let id = Self.eventID(arrival.payload), expected[id] != nil else {
                 unexpected += 1
