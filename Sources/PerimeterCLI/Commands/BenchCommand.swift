@@ -3,5 +3,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Benchmarks against named baselines, reporting ratios.",
         discussion: "Run on a release build ('swift build -c release') for meaningful figures.",
-        subcommands: [BenchMQTTCommand.self, BenchGeoCommand.self, BenchBeaconsCommand.self])
+        subcommands: [
+            BenchMQTTCommand.self, BenchGeoCommand.self, BenchBeaconsCommand.self, BenchPipelineCommand.self,
+        ])
 }

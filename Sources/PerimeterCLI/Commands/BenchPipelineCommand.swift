@@ -1,0 +1,557 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import Synchronization
+
+/// `perimeter bench pipeline`: observations through Mosquitto and a real `perimeter evaluator`
+/// process to enter/exit events, next to Mosquitto's raw relay of the same messages, in one run.
+struct BenchPipelineCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pipeline", abstract: "End-to-end events/s and latency vs Mosquitto's raw relay rate.",
+        discussion: """
+            Starts a private mosquitto and a 'perimeter evaluator' process (its journal in a
+            temporary directory) on a synthetic venue: --regions 20 m circles and
+            --beacon-regions iBeacon regions. --subjects subjects report every --interval
+            seconds of event time; --ble-percent of them are phones scanning beacons, the rest
+            GPS trackers. Every report crosses a boundary, so every observation makes one
+            enter or exit (the expected events are computed with the pure evaluator on the
+            same messages, and checked one by one against what arrives).
+
+            Phases, in order: relay baseline (the peak messages, same topics' sizes, same QoS,
+            one plain subscriber); warm-up (one report per subject; the evaluator's RSS before
+            and after gives the memory per subject); peak (--observations as fast as the
+            publisher goes, until the last expected event arrives); latency (paced at half the
+            peak observation rate for --latency-seconds; each event's arrival minus the send
+            time of the observation that caused it).
+
+            Targets (DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate; p99 < 5 ms
+            at half of peak. Run on a release build.
+            """)
+
+    @Option(help: "Tracked subjects.", valueName: "n")
+    var subjects: Int = 2_000
+
+    @Option(help: "Observations in the peak phase (and the relay baseline).", valueName: "n")
+    var observations: Int = 100_000
+
+    @Option(help: "Seconds of paced load at half of peak for the latency figures.", valueName: "s")
+    var latencySeconds: Double = 10
+
+    @Option(help: "QoS of the observations (and the relay baseline): 0 or 1.", valueName: "qos")
+    var qos: Int = 1
+
+    @Option(help: "Circle regions (20 m) the GPS subjects walk across.", valueName: "n")
+    var regions: Int = 100
+
+    @Option(help: "iBeacon regions the BLE subjects hear.", valueName: "n")
+    var beaconRegions: Int = 10
+
+    @Option(help: "Share of subjects that report BLE scans instead of GPS fixes, in %.", valueName: "pct")
+    var blePercent: Int = 20
+
+    @Option(help: "Event-time seconds between two reports of one subject.", valueName: "s")
+    var interval: Double = 2
+
+    @Option(help: "Give up when no expected event arrives for this long.", valueName: "s")
+    var stallSeconds: Double = 30
+
+    @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
+    var keep: Bool
+
+    @Option(
+        help: "Write the latency phase's events as CSV (sent seconds since the phase began, latency ms).",
+        valueName: "file")
+    var latencyTrace: String?
+
+    mutating func validate() throws {
+        guard (1...10_000_000).contains(subjects) else { throw ValidationError("--subjects must be 1…10,000,000") }
+        guard (1...10_000_000).contains(observations) else {
+            throw ValidationError("--observations must be 1…10,000,000")
+        }
+        guard latencySeconds > 0, latencySeconds <= 3600 else {
+            throw ValidationError("--latency-seconds must be in (0, 3600]")
+        }
+        guard (0...1).contains(qos) else { throw ValidationError("--qos must be 0 or 1") }
+        guard (1...100_000).contains(regions) else { throw ValidationError("--regions must be 1…100,000") }
+        guard (1...65_535).contains(beaconRegions) else { throw ValidationError("--beacon-regions must be 1…65,535") }
+        guard (0...100).contains(blePercent) else { throw ValidationError("--ble-percent must be 0…100") }
+        // Beacon exits need the 1 s exit timeout to run out between two scans; staleness
+        // (300 s) must never set in between two reports.
+        guard interval > 1, interval < 300 else { throw ValidationError("--interval must be in (1, 300) seconds") }
+        guard stallSeconds > 0 else { throw ValidationError("--stall-seconds must be positive") }
+    }
+
+    static let beaconExitTimeout = 1.0
+
+    func run() async throws {
+        #if DEBUG
+            Output.error("warning: this is a debug build; build with 'swift build -c release' for real figures")
+        #endif
+        let qosLevel = QoS(rawValue: Int32(qos))!
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-bench-pipeline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            if keep {
+                Output.error("kept \(directory.path)")
+            } else {
+                try? FileManager.default.removeItem(at: directory)
+            }
+        }
+        let workload = BenchPipelineWorkload(
+            subjects: subjects, circles: regions, beaconRegions: beaconRegions, blePercent: blePercent,
+            interval: interval, origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        var oracle = BenchPipelineOracle(
+            settings: VenueSettings(id: BenchPipelineWorkload.venue, beaconExitTimeout: Self.beaconExitTimeout),
+            regionsGeoJSON: workload.regionsGeoJSON)
+
+        // MosquittoBroker's generated configuration already lifts max_queued_messages (to
+        // 1,000,000) and max_inflight_messages (to unlimited): nothing is dropped (DESIGN.md §11).
+        let broker = try await MosquittoBroker.start()
+        defer { broker.kill() }
+        let endpoint = (host: "127.0.0.1", port: broker.port)
+        print(
+            "perimeter bench pipeline: \(subjects) subjects (\(workload.bleSubjects) BLE), \(regions) circles + \(beaconRegions) beacon regions, \(observations) observations at QoS \(qos), report interval \(Self.format(interval)) s, broker 127.0.0.1:\(broker.port)"
+        )
+
+        let evaluator = try EvaluatorProcess.start(directory: directory, regionsPath: regionsPath, port: broker.port)
+        defer { evaluator.stop() }
+        let watch = try await EvaluatorWatch.connect(endpoint: endpoint)
+        try await watch.waitOnline(evaluator, timeout: .seconds(30))
+
+        // Relay baseline: the peak phase's messages, on topics of the same length, one subscriber.
+        let peakRange = subjects..<(subjects + observations)
+        let peakMessages = workload.messages(peakRange)
+        let relay = try await Self.measureRelay(peakMessages, endpoint: endpoint, qos: qosLevel)
+        print(
+            "relay baseline (our client → mosquitto → one subscriber): \(observations) messages in \(Self.format(relay.seconds)) s = \(Self.rate(relay.rate)) msg/s"
+        )
+
+        // Events arrive on one subscriber that timestamps them on the network thread.
+        let events = try await EventSink.connect(endpoint: endpoint)
+        var expected: [String: Int] = [:]
+        var sendTimes: [Int: ContinuousClock.Instant] = [:]
+
+        // Warm-up: one report per subject; RSS before and after.
+        try await Task.sleep(for: .milliseconds(500))
+        let rssIdle = evaluator.residentKB()
+        let warmMessages = workload.messages(0..<subjects)
+        let warmExpected = oracle.expect(warmMessages, first: 0)
+        expected.merge(warmExpected) { $1 }
+        let warm = try await Self.publishAll(
+            warmMessages, endpoint: endpoint, qos: qosLevel, clientID: "bench-warm-\(getpid())")
+        _ = try await events.wait(
+            for: expected.count, since: warm.started, evaluator: evaluator, stall: stallSeconds, phase: "warm-up")
+        try await Task.sleep(for: .milliseconds(1500))
+        let rssWarm = evaluator.residentKB()
+        print(
+            "warm-up: \(subjects) subjects known, \(warmExpected.count) events; evaluator RSS \(Self.megabytes(rssIdle)) → \(Self.megabytes(rssWarm)) MB"
+        )
+
+        // Peak.
+        let peakExpected = oracle.expect(peakMessages, first: peakRange.lowerBound)
+        expected.merge(peakExpected) { $1 }
+        let before = events.count
+        let peak = try await Self.publishAll(
+            peakMessages, endpoint: endpoint, qos: qosLevel, clientID: "bench-peak-\(getpid())")
+        let peakEnd = try await events.wait(
+            for: expected.count, since: peak.started, evaluator: evaluator, stall: stallSeconds, phase: "peak")
+        let peakSeconds = Self.seconds(peakEnd - peak.started)
+        let peakObservationRate = Double(observations) / peakSeconds
+        let peakEventRate = Double(events.count - before) / peakSeconds
+        let publishRate = Double(observations) / Self.seconds(peak.finished - peak.started)
+        let rssPeak = evaluator.residentKB()
+        print(
+            "peak: \(observations) observations published in \(Self.format(Self.seconds(peak.finished - peak.started))) s (\(Self.rate(publishRate)) msg/s), last of \(peakExpected.count) events after \(Self.format(peakSeconds)) s"
+        )
+
+        // Latency at half of peak, paced.
+        let halfRate = peakObservationRate / 2
+        let latencyCount = max(1, Int(halfRate * latencySeconds))
+        let latencyRange = peakRange.upperBound..<(peakRange.upperBound + latencyCount)
+        let latencyMessages = workload.messages(latencyRange)
+        let latencyExpected = oracle.expect(latencyMessages, first: latencyRange.lowerBound)
+        expected.merge(latencyExpected) { $1 }
+        let latencyFirstEvent = events.count
+        let paced = try await Self.publishPaced(
+            latencyMessages, rate: halfRate, endpoint: endpoint, qos: qosLevel, clientID: "bench-paced-\(getpid())")
+        for (offset, time) in paced.sent.enumerated() { sendTimes[latencyRange.lowerBound + offset] = time }
+        _ = try await events.wait(
+            for: expected.count, since: paced.started, evaluator: evaluator, stall: stallSeconds, phase: "latency")
+        let pacedRate = Double(latencyCount) / Self.seconds(paced.finished - paced.started)
+        try await Task.sleep(for: .milliseconds(1500))
+        let rssEnd = evaluator.residentKB()
+        // VmHWM is updated lazily by the kernel; never show it below a sample taken earlier.
+        let rssHighWater = max(evaluator.residentKB(peak: true), rssIdle, rssWarm, rssPeak, rssEnd)
+        let stats = watch.latestStats
+        await watch.client.disconnect()
+
+        // Every event checked against the expected ones.
+        let arrivals = events.arrivals()
+        var seen: [String: Int] = [:]
+        var unexpected = 0
+        var latencies: [Double] = []
+        var csv = "sent_s,latency_ms\n"
+        for arrival in arrivals[latencyFirstEvent...] {
+            guard let id = Self.eventID(arrival.payload), let index = expected[id], let sent = sendTimes[index] else {
+                continue
+            }
+            latencies.append(Self.seconds(arrival.at - sent) * 1000)
+            if latencyTrace != nil {
+                csv += String(format: "%.6f,%.3f\n", Self.seconds(sent - paced.started), latencies.last!)
+            }
+        }
+        if let latencyTrace { try csv.write(toFile: latencyTrace, atomically: true, encoding: .utf8) }
+        for arrival in arrivals {
+            guard let id = Self.eventID(arrival.payload), expected[id] != nil else {
+                unexpected += 1
+                continue
+            }
+            seen[id, default: 0] += 1
+        }
+        let missing = expected.keys.count { seen[$0] == nil }
+        let duplicates = seen.values.reduce(0) { $0 + max(0, $1 - 1) }
+
+        await events.client.disconnect()
+        let stopped = await evaluator.stopGracefully()
+        let journal = evaluator.journalBytes()
+
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty
+                ? .nan : latencies[min(latencies.count - 1, Int((p / 100 * Double(latencies.count)).rounded(.up)) - 1)]
+        }
+        let ratio = peakObservationRate / relay.rate
+        let p99 = percentile(99)
+        let perSubject = Double(rssWarm - rssIdle) * 1024 / Double(subjects)
+        let totalObservations = subjects + observations + latencyCount
+        print(
+            """
+
+            results
+              peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)
+              relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber
+              ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))
+              latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):
+                        p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))
+              memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, end \(Self.megabytes(rssEnd)) MB, high water \(Self.megabytes(rssHighWater)) MB
+              journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)
+              events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected
+              evaluator: \(stopped); last stats \(stats ?? "none")
+            """)
+        if oracle.rejected > 0 {
+            Output.error("warning: the pure evaluator rejected \(oracle.rejected) generated observations")
+        }
+        if missing > 0 || unexpected > 0 {
+            throw ExitCode(1, "the evaluator's events differ from the expected ones (see above)")
+        }
+    }
+
+    // MARK: - Publishing
+
+    struct Published {
+        var started: ContinuousClock.Instant
+        var finished: ContinuousClock.Instant
+    }
+
+    /// Publishes every message, in order, as fast as one client goes: batches of 1,000 sent
+    /// back to back, each batch's acknowledgements awaited before the next (QoS 1).
+    ///
+    /// - Important: order matters: a subject's reports must arrive in event-time order (the
+    ///   engine ignores a fix older than the last one). Publishing from concurrent child tasks,
+    ///   as `bench mqtt` does, reorders neighbouring messages.
+    static func publishAll(
+        _ messages: [(topic: String, payload: [UInt8])], endpoint: (host: String, port: Int), qos: QoS,
+        clientID: String, topic rewrite: ((String) -> String)? = nil
+    ) async throws -> Published {
+        let outgoing = messages.map {
+            MQTTClient.Outgoing(topic: rewrite?($0.topic) ?? $0.topic, payload: $0.payload, qos: qos)
+        }
+        let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
+        try await publisher.connect()
+        let started = ContinuousClock.now
+        var start = 0
+        while start < outgoing.count {
+            let end = min(start + 1000, outgoing.count)
+            try await publisher.publish(batch: Array(outgoing[start..<end]))
+            start = end
+        }
+        let finished = ContinuousClock.now
+        await publisher.disconnect()
+        return Published(started: started, finished: finished)
+    }
+
+    struct Paced {
+        var started: ContinuousClock.Instant
+        var finished: ContinuousClock.Instant
+        /// When each message was handed to the client.
+        var sent: [ContinuousClock.Instant]
+    }
+
+    /// Publishes in order at `rate` messages/s on a schedule (message `i` due at
+    /// `start + i / rate`): whatever is due goes out as one batch, stamped with the time it
+    /// was handed to the client.
+    static func publishPaced(
+        _ messages: [(topic: String, payload: [UInt8])], rate: Double, endpoint: (host: String, port: Int), qos: QoS,
+        clientID: String
+    ) async throws -> Paced {
+        let outgoing = messages.map { MQTTClient.Outgoing(topic: $0.topic, payload: $0.payload, qos: qos) }
+        let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
+        try await publisher.connect()
+        var sent: [ContinuousClock.Instant] = []
+        sent.reserveCapacity(messages.count)
+        let started = ContinuousClock.now
+        func due(_ index: Int) -> ContinuousClock.Instant { started + .nanoseconds(Int64(Double(index) / rate * 1e9)) }
+        while sent.count < outgoing.count {
+            let next = sent.count
+            if ContinuousClock.now < due(next) { try await Task.sleep(until: due(next), clock: .continuous) }
+            let now = ContinuousClock.now
+            var end = next + 1
+            while end < outgoing.count && due(end) <= now { end += 1 }
+            sent += repeatElement(now, count: end - next)
+            try await publisher.publish(batch: Array(outgoing[next..<end]))
+        }
+        let finished = ContinuousClock.now
+        await publisher.disconnect()
+        return Paced(started: started, finished: finished, sent: sent)
+    }
+
+    /// Mosquitto's raw relay of the same messages: same client, same QoS, topics of the same
+    /// length under another venue level, one subscriber that only counts.
+    static func measureRelay(
+        _ messages: [(topic: String, payload: [UInt8])], endpoint: (host: String, port: Int), qos: QoS
+    ) async throws -> (seconds: Double, rate: Double) {
+        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
+        let to = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.relayVenue)/"
+        let sink = try await EventSink.connect(
+            endpoint: endpoint, filters: ["\(to)obs/#"], qos: qos, keepPayloads: false, name: "relay")
+        let published = try await publishAll(
+            messages, endpoint: endpoint, qos: qos, clientID: "bench-relay-pub-\(getpid())",
+            topic: { to + $0.dropFirst(from.count) })
+        let last = try await sink.wait(
+            for: messages.count, since: published.started, evaluator: nil, stall: 30, phase: "relay")
+        await sink.client.disconnect()
+        let seconds = Self.seconds(last - published.started)
+        return (seconds, Double(messages.count) / seconds)
+    }
+
+    // MARK: - Formatting
+
+    static func eventID(_ payload: [UInt8]) -> String? {
+        (try? JSONParser.parse(payload))?["id"]?.stringValue
+    }
+
+    static func seconds(_ duration: Duration) -> Double { BenchMQTTCommand.seconds(duration) }
+    static func rate(_ value: Double) -> String { value.isFinite ? String(format: "%.0f", value) : "-" }
+    static func format(_ value: Double) -> String { value.isFinite ? String(format: "%.2f", value) : "-" }
+    static func megabytes(_ kilobytes: Int) -> String { String(format: "%.1f", Double(kilobytes) / 1024) }
+}
+
+/// The `perimeter evaluator` child process under test.
+struct EvaluatorProcess {
+    let process: Subprocess
+    let databasePath: String
+    let logPath: String
+
+    /// Writes its configuration and starts this executable as `perimeter evaluator`.
+    static func start(directory: URL, regionsPath: String, port: Int) throws -> EvaluatorProcess {
+        let databasePath = directory.appendingPathComponent("evaluator.sqlite").path
+        let configPath = directory.appendingPathComponent("evaluator.json").path
+        let logPath = directory.appendingPathComponent("evaluator.log").path
+        let config: JSONValue = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(port)), "clientId": "perimeter-bench-evaluator"],
+            "topics": ["prefix": .string(BenchPipelineWorkload.prefix)],
+            "evaluator": ["instance": "bench", "database": .string(databasePath), "statsInterval": 1],
+            "venues": [
+                BenchPipelineWorkload.venue: [
+                    "regions": .string(regionsPath),
+                    "beaconExitTimeout": .number(BenchPipelineCommand.beaconExitTimeout),
+                ]
+            ],
+            "log": ["level": "notice"],
+        ]
+        try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        // Our own PERIMETER_* settings are not the evaluator's.
+        let environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PERIMETER_") }
+        let process = try Subprocess.spawn(
+            executable, ["evaluator", "--config", configPath], environment: environment, stdout: .null,
+            stderr: .file(logPath, append: false), newProcessGroup: true)
+        return EvaluatorProcess(process: process, databasePath: databasePath, logPath: logPath)
+    }
+
+    /// `VmRSS` (or `VmHWM`) of the evaluator in kB; 0 when it is gone.
+    func residentKB(peak: Bool = false) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
+            let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first
+        else { return 0 }
+        return kilobytes
+    }
+
+    /// The journal's size on disk: the SQLite file and its WAL.
+    func journalBytes() -> Int {
+        ["", "-wal"].reduce(0) { total, suffix in
+            let size = (try? FileManager.default.attributesOfItem(atPath: databasePath + suffix)[.size]) as? NSNumber
+            return total + (size?.intValue ?? 0)
+        }
+    }
+
+    var logTail: String {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
+    }
+
+    /// Throws with the evaluator's last log lines when it has ended.
+    func checkRunning() throws {
+        if let termination = process.poll() {
+            throw ExitCode(1, "the evaluator \(termination); its log ends:\n\(logTail)")
+        }
+    }
+
+    /// SIGTERM, then how it ended (SIGKILL after 10 s).
+    func stopGracefully() async -> String {
+        process.signal(SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
+        }
+        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.signal(SIGKILL)
+        process.waitBlocking()
+    }
+}
+
+/// A subscriber that timestamps every message on the client's network thread, as it arrives.
+final class EventSink: Sendable {
+    struct Arrival {
+        var at: ContinuousClock.Instant
+        var payload: [UInt8]
+    }
+
+    let client: MQTTClient
+    private let state: Locked<[Arrival]>
+    private let name: String
+
+    private init(client: MQTTClient, state: Locked<[Arrival]>, name: String) {
+        self.client = client
+        self.state = state
+        self.name = name
+    }
+
+    /// Subscribes to the venue's enter and exit topics (or `filters`).
+    static func connect(
+        endpoint: (host: String, port: Int), filters: [String]? = nil, qos: QoS = .atLeastOnce,
+        keepPayloads: Bool = true, name: String = "events"
+    ) async throws -> EventSink {
+        let topics = Topics(prefix: BenchPipelineWorkload.prefix, venue: BenchPipelineWorkload.venue)
+        let state = Locked<[Arrival]>([])
+        var configuration = MQTTConfiguration(
+            host: endpoint.host, port: endpoint.port, clientID: "bench-\(name)-\(getpid())")
+        // Arrivals are recorded in the callback; the message stream is not read.
+        configuration.inboundBufferSize = 1
+        let client = try MQTTClient(configuration) { message in
+            let now = ContinuousClock.now
+            let payload = keepPayloads ? message.payload : []
+            state.withLock { $0.append(Arrival(at: now, payload: payload)) }
+        }
+        let sink = EventSink(client: client, state: state, name: name)
+        try await client.connect()
+        for filter in filters ?? ["\(topics.root)/enter/#", "\(topics.root)/exit/#"] {
+            try await client.subscribe(filter, qos: qos)
+        }
+        return sink
+    }
+
+    var count: Int { state.withLock { $0.count } }
+
+    func arrivals() -> [Arrival] { state.withLock { $0 } }
+
+    /// Waits until `total` messages have arrived; returns when the last of them did.
+    /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.
+    func wait(
+        for total: Int, since started: ContinuousClock.Instant, evaluator: EvaluatorProcess?, stall: Double,
+        phase: String
+    ) async throws -> ContinuousClock.Instant {
+        var last = count
+        var progressAt = ContinuousClock.now
+        while true {
+            let (now, at) = state.withLock { ($0.count, $0.count >= total ? $0[total - 1].at : nil) }
+            if let at { return at }
+            try evaluator?.checkRunning()
+            if now != last {
+                last = now
+                progressAt = .now
+            } else if ContinuousClock.now - progressAt > .milliseconds(Int(stall * 1000)) {
+                throw ExitCode(
+                    1,
+                    "\(phase): \(now) of \(total) \(name) arrived, then nothing for \(Int(stall)) s (\(BenchPipelineCommand.format(BenchPipelineCommand.seconds(ContinuousClock.now - started))) s since the phase began)"
+                )
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+}
+
+/// Watches the evaluator's retained status and its stats.
+final class EvaluatorWatch: Sendable {
+    let client: MQTTClient
+    private let status: Locked<String?>
+    private let stats: Locked<String?>
+
+    private init(client: MQTTClient, status: Locked<String?>, stats: Locked<String?>) {
+        self.client = client
+        self.status = status
+        self.stats = stats
+    }
+
+    static func connect(endpoint: (host: String, port: Int)) async throws -> EvaluatorWatch {
+        let statusTopic = "\(BenchPipelineWorkload.prefix)/_sys/evaluator/bench/status"
+        let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: "bench")
+        let status = Locked<String?>(nil)
+        let stats = Locked<String?>(nil)
+        var configuration = MQTTConfiguration(
+            host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(getpid())")
+        configuration.inboundBufferSize = 1
+        let client = try MQTTClient(configuration) { message in
+            if message.topic == statusTopic { status.withLock { $0 = message.payloadString } }
+            if message.topic == statsTopic { stats.withLock { $0 = message.payloadString } }
+        }
+        let watch = EvaluatorWatch(client: client, status: status, stats: stats)
+        try await client.connect()
+        try await client.subscribe(statusTopic, qos: .atLeastOnce)
+        try await client.subscribe(statsTopic, qos: .atMostOnce)
+        return watch
+    }
+
+    var latestStats: String? { stats.withLock { $0 } }
+
+    /// Waits for the evaluator's retained `{"online":true}`.
+    func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            try evaluator.checkRunning()
+            if let text = status.withLock({ $0 }), text.contains("\"online\":true") { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ExitCode(1, "the evaluator did not come online within \(timeout); its log ends:\n\(evaluator.logTail)")
+    }
+}
+
+/// A value behind a lock that escaping closures (MQTT callbacks, child tasks) can share.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func withLock<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+}
