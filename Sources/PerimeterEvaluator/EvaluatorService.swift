@@ -138,7 +138,7 @@ final class EvaluatorRuntime {
         var count = 0
         let started = ContinuousClock.now
         if let (seq, data) = try store.loadSnapshot() {
-            let snapshot = try JSONDecoder().decode(Snapshot.self, from: Data(data))
+            let snapshot = try VenueEvaluator.snapshotDecoder().decode(Snapshot.self, from: Data(data))
             for venue in configuration.venues {
                 if let state = snapshot.venues[venue.settings.id] {
                     venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, restoring: state)
@@ -174,7 +174,7 @@ final class EvaluatorRuntime {
         let snapshot = Snapshot(
             venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
             clockEvents: clocks.mapValues(\.event), clockWalls: clocks.mapValues(\.wall))
-        let data = try JSONEncoder().encode(snapshot)
+        let data = try VenueEvaluator.snapshotEncoder().encode(snapshot)
         try store.saveSnapshot(seq: cursor, data: Array(data))
         sinceSnapshot = 0
         logger.info(

@@ -81,6 +81,21 @@ public struct VenueEvaluator: Sendable {
         var sessions: [String: JSONValue]
     }
 
+    /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
+    public static func snapshotEncoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return encoder
+    }
+
+    public static func snapshotDecoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return decoder
+    }
+
     public var snapshot: Snapshot {
         Snapshot(
             regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,

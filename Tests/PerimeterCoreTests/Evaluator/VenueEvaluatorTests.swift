@@ -231,6 +231,12 @@ struct VenueSnapshotTests {
             steps.append((fix("v\(step % 4)", time, position), "a\(step % 4)", time))
             steps.append((scan("p\(step % 3)", UInt16(step % 5), -55 - Double(step % 20), time), "p\(step % 3)", time))
             steps.append((nil, nil, time + 3))  // a tick
+            if step == 1 { steps.append((scan("solo", 1, -60, time), "solo", time)) }
+            if step == 5 {
+                // A scan without the beacon once the exit timeout ran out: an exit (and ±∞ "never"
+                // sentinels in the state, which the snapshot must carry).
+                steps.append((.beacons(BeaconReport(agent: "solo", t: at(time + 2), sightings: [])), "solo", time + 2))
+            }
             if step == 20 { steps.append((.regionRemove(id: "hall"), nil, time + 4)) }
             if step == 25 { steps.append((.regionUpsert(hall), nil, time + 4)) }
             if step == 30 {
@@ -251,8 +257,8 @@ struct VenueSnapshotTests {
         for cut in [0, 17, 60, 95, steps.count] {
             var original = VenueEvaluatorTests.evaluator(staleAfter: 60)
             for step in steps.prefix(cut) { _ = Self.apply(&original, step) }
-            let data = try JSONEncoder().encode(original.snapshot)
-            let snapshot = try JSONDecoder().decode(VenueEvaluator.Snapshot.self, from: data)
+            let data = try VenueEvaluator.snapshotEncoder().encode(original.snapshot)
+            let snapshot = try VenueEvaluator.snapshotDecoder().decode(VenueEvaluator.Snapshot.self, from: data)
             var restored = VenueEvaluator(settings: original.settings, restoring: snapshot)
             var expected: [EvaluatorOutput] = []
             var actual: [EvaluatorOutput] = []
