@@ -118,17 +118,35 @@ public final class MQTTClient: Sendable {
         }
     }
 
-    /// Sends every message in order, then waits until each QoS ≥ 1 message is acknowledged:
-    /// the acknowledgements overlap instead of costing a round trip each.
-    public func publish(batch: [Outgoing]) async throws {
-        var pending: [(mid: Int32, topic: String)] = []
+    /// Messages handed to the network loop; ``acknowledged(_:)`` waits for their acknowledgements.
+    public struct Receipt: Sendable {
+        fileprivate var pending: [(mid: Int32, topic: String)] = []
+        public var count: Int { pending.count }
+    }
+
+    /// Sends every message in order and returns at once: a caller that must know when they
+    /// are acknowledged awaits ``acknowledged(_:)`` (possibly elsewhere, so that sending the
+    /// next messages does not wait for this batch's round trip).
+    public func send(batch: [Outgoing]) throws -> Receipt {
+        var receipt = Receipt()
         for message in batch {
             let mid = try core.sendPublish(
                 message.topic, payload: message.payload, qos: message.qos, retain: message.retain,
                 properties: message.properties)
-            if message.qos > .atMostOnce { pending.append((mid, message.topic)) }
+            if message.qos > .atMostOnce { receipt.pending.append((mid, message.topic)) }
         }
-        for (mid, topic) in pending { try await core.awaitCompletion(.packet(mid), topic: topic) }
+        return receipt
+    }
+
+    /// Waits until every QoS ≥ 1 message of `receipt` is acknowledged (PUBACK or PUBCOMP).
+    public func acknowledged(_ receipt: Receipt) async throws {
+        for (mid, topic) in receipt.pending { try await core.awaitCompletion(.packet(mid), topic: topic) }
+    }
+
+    /// Sends every message in order, then waits until each QoS ≥ 1 message is acknowledged:
+    /// the acknowledgements overlap instead of costing a round trip each.
+    public func publish(batch: [Outgoing]) async throws {
+        try await acknowledged(send(batch: batch))
     }
 
     @discardableResult
