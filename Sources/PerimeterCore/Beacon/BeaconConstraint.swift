@@ -2,7 +2,7 @@
 /// Eddystone-UID and AltBeacon. A missing trailing part is a wildcard:
 /// iBeacon uuid / uuid+major / uuid+major+minor; Eddystone namespace / namespace+instance;
 /// AltBeacon id1 / id1+id2 / id1+id2+id3.
-public struct BeaconConstraint: Sendable, Hashable {
+public struct BeaconConstraint: Sendable, Hashable, Codable {
     public var format: BeaconFormat
     public var prefix: BeaconPrefix
     public var part2: UInt64?

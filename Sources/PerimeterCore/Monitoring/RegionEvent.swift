@@ -11,8 +11,8 @@ public enum MembershipState: String, Sendable, Hashable, Codable, CaseIterable {
 }
 
 /// Something the evaluator publishes: a transition (`enter`, `exit`, `dwell`) or a state change.
-public struct RegionEvent: Sendable, Hashable {
-    public enum Kind: String, Sendable, Hashable {
+public struct RegionEvent: Sendable, Hashable, Codable {
+    public enum Kind: String, Sendable, Hashable, Codable {
         case enter, exit, dwell, state
     }
 
@@ -38,6 +38,9 @@ public struct RegionEvent: Sendable, Hashable {
     public var refinement: BeaconIdentity?
     /// True for the enter/exit pair inferred between two sparse fixes.
     public var interpolated: Bool
+    /// True when the privacy gate held the event back (provisional always) and delivers it
+    /// late, after an upgrade to always; `t` stays the original time.
+    public var held: Bool = false
 
     public init(
         kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "",
@@ -98,6 +101,7 @@ public struct RegionEvent: Sendable, Hashable {
         object["source"] = .string(source)
         if interpolated { object["interpolated"] = true }
         if let refinement { object["refinement"] = .object(refinement.json) }
+        if held { object["held"] = true }
         if let fix {
             var position = JSONObject()
             position["t"] = .string(Timestamp.format(fix.t))

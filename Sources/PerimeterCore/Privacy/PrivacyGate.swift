@@ -1,0 +1,340 @@
+import Foundation
+
+/// What the privacy gate adds to or changes in the evaluator's outputs.
+public enum PrivacyOutput: Sendable, Hashable {
+    /// An event consumers may have (held ones come with `held: true` and their original time).
+    case deliver(RegionEvent)
+    /// The subject's retained `diagnostics/{s}` changed.
+    case diagnostics(subject: String, JSONValue)
+    /// Ask the subject, once ever, to upgrade to always (`subjects/{s}/prompt`).
+    case prompt(subject: String)
+    /// The gate changed the subject's record (allow once reverting): republish it, retained.
+    case authorization(subject: String, AuthorizationRecord)
+    /// The subject may no longer be observed: forget it, its states read `unmonitored`.
+    case unmonitor(subject: String, reason: String)
+}
+
+/// The Core Location authorization model on the server, between the engines and everything
+/// that leaves the evaluator (DESIGN.md §5). Pure: time comes from events and ticks.
+///
+/// - notDetermined, denied, restricted: observations are dropped at ingest (``admits(_:)``);
+///   the subject's states read `unmonitored`.
+/// - In use = foreground, or a background session the subject started, or within
+///   `inUseGrace` after leaving the foreground.
+/// - whenInUse: events are delivered only if the subject was in use at the event's time
+///   (else not delivered, not held); ranging only while in use.
+/// - always: delivered at any time (as far as the sessions ask for).
+/// - provisionalAlways: in-use events are delivered; the others are held, one per (subject,
+///   region), newest wins, dropped after `heldMaxAge`; an upgrade to always delivers them
+///   (`held: true`, original time), whenInUse discards them; the upgrade prompt goes out once
+///   per subject, the first time it is in use while it has held events.
+/// - Allow once (temporary whenInUse) reverts to notDetermined when the subject stops being
+///   in use (after the grace).
+/// - Reduced accuracy: fixes are snapped to a grid; regions smaller than the grid, beacon
+///   regions and ranging give `accuracyLimited` instead of events.
+/// - Sessions layer: the requirement is the union of the sessions covering the subject; with
+///   none, events are withheld (`serviceSessionRequired`).
+public struct PrivacyGate: Sendable {
+    public let settings: PrivacySettings
+    private var state = State()
+
+    /// Everything the gate remembers (snapshotted with the evaluator).
+    public struct State: Sendable, Codable {
+        var records: [String: AuthorizationRecord] = [:]
+        var usage: [String: [UsageMark]] = [:]
+        var sessions: [String: ServiceSession] = [:]
+        var held: [String: [RegionEvent]] = [:]
+        var prompted: Set<String> = []
+        /// Allow-once subjects that have been in use since their grant.
+        var usedSinceGrant: Set<String> = []
+        var diagnostics: [String: JSONValue] = [:]
+        var counters: [String: Int] = [:]
+        /// The latest time the gate has seen, for "now" questions outside ticks.
+        var now: Date = .distantPast
+    }
+
+    struct UsageMark: Sendable, Codable {
+        var t: Date
+        var inUse: Bool
+        var background: Bool
+        var active: Bool { inUse || background }
+    }
+
+    public init(settings: PrivacySettings) { self.settings = settings }
+
+    public init(settings: PrivacySettings, restoring state: State) {
+        self.settings = settings
+        self.state = state
+    }
+
+    public var snapshot: State { state }
+
+    /// Counters: drops at ingest by reason, withheld by reason, held, superseded, expired, discarded.
+    public var counters: [String: Int] { state.counters }
+
+    // MARK: - Questions
+
+    /// The subject's status: its record, else the venue's default (assets: `assetStatus`).
+    public func status(of subject: String) -> AuthorizationStatus {
+        if let record = state.records[subject] { return record.status }
+        if !settings.assets.isEmpty, let identity = BeaconIdentity(canonical: subject),
+            settings.assets.contains(where: { $0.matches(identity) })
+        {
+            return settings.assetStatus
+        }
+        return settings.defaultStatus
+    }
+
+    public func isReduced(_ subject: String) -> Bool { state.records[subject]?.reducedAccuracy ?? false }
+
+    /// Whether observations of `subject` may be used; nil when yes, else the reason it is dropped.
+    public func refusal(of subject: String) -> String? {
+        switch status(of: subject) {
+        case .notDetermined: "authorizationNotDetermined"
+        case .denied: "authorizationDenied"
+        case .restricted: "authorizationRestricted"
+        case .whenInUse, .always, .provisionalAlways: nil
+        }
+    }
+
+    /// Counts an observation dropped at ingest.
+    public mutating func noteDropped(_ reason: String) { state.counters["dropped.\(reason)", default: 0] += 1 }
+
+    /// In use at `t`: foreground or a background session, or within the grace after leaving.
+    public func isInUse(_ subject: String, at t: Date) -> Bool {
+        guard let marks = state.usage[subject] else { return false }
+        guard let index = marks.lastIndex(where: { $0.t <= t }) else { return false }
+        if marks[index].active { return true }
+        // Not in use since marks[index].t: still within the grace if it had been in use just before.
+        if index > 0, marks[index - 1].active { return t.timeIntervalSince(marks[index].t) <= settings.inUseGrace }
+        return false
+    }
+
+    /// The sessions covering a subject (declared and default).
+    func sessions(covering subject: String) -> [ServiceSession] {
+        (state.sessions.sorted { $0.key < $1.key }.map(\.value) + settings.defaultSessions).filter {
+            $0.covers(subject)
+        }
+    }
+
+    /// A fix as the subject allows it to be used: snapped to the reduced-accuracy grid (cell
+    /// centres), its accuracy raised to the grid size.
+    public func coarsen(_ fix: Fix) -> Fix {
+        guard isReduced(fix.subject) else { return fix }
+        let meters = settings.reducedAccuracyMeters
+        let metresPerDegree = 111_320.0
+        let latStep = meters / metresPerDegree
+        var lat = ((fix.position.lat / latStep).rounded(.down) + 0.5) * latStep
+        lat = min(90, max(-90, lat))
+        let lonStep = min(360, meters / (metresPerDegree * max(0.01, cos(lat * .pi / 180))))
+        var lon = ((fix.position.lon / lonStep).rounded(.down) + 0.5) * lonStep
+        lon = min(180, max(-180, lon))
+        var coarse = fix
+        coarse.position = GeoPoint(lon: lon, lat: lat)
+        coarse.accuracy = max(fix.accuracy ?? 0, meters)
+        return coarse
+    }
+
+    // MARK: - Events
+
+    /// Why an event of `subject` at `t` cannot go to consumers now, and whether it is held.
+    enum Verdict: Equatable {
+        case deliver
+        case hold
+        case withhold(String)
+    }
+
+    func verdict(subject: String, at t: Date, precise: Bool, canHold: Bool) -> Verdict {
+        let status = status(of: subject)
+        if let refusal = refusal(of: subject) { return .withhold(refusal) }
+        let covering = sessions(covering: subject)
+        guard let level = covering.map(\.level).max() else { return .withhold("serviceSessionRequired") }
+        if precise && isReduced(subject) { return .withhold("accuracyLimited") }
+        let inUse = isInUse(subject, at: t)
+        switch status {
+        case .always:
+            return level == .always || inUse ? .deliver : .withhold("insufficientlyInUse")
+        case .whenInUse:
+            return inUse ? .deliver : .withhold("insufficientlyInUse")
+        case .provisionalAlways:
+            if inUse { return .deliver }
+            return canHold && level == .always ? .hold : .withhold("insufficientlyInUse")
+        case .notDetermined, .denied, .restricted:
+            return .withhold("authorization")
+        }
+    }
+
+    /// Gates one event. `precise`: the region is a beacon region or smaller than the
+    /// reduced-accuracy grid (no event for a subject with reduced accuracy).
+    public mutating func gate(_ event: RegionEvent, precise: Bool) -> [PrivacyOutput] {
+        state.now = max(state.now, event.t)
+        let verdict = verdict(subject: event.subject, at: event.t, precise: precise, canHold: event.kind != .state)
+        var outputs: [PrivacyOutput] = []
+        switch verdict {
+        case .deliver:
+            outputs.append(.deliver(event))
+        case .withhold(let reason):
+            state.counters["withheld.\(reason)", default: 0] += 1
+        case .hold:
+            var held = state.held[event.subject] ?? []
+            if let index = held.firstIndex(where: { $0.region == event.region }) {
+                held.remove(at: index)
+                state.counters["superseded", default: 0] += 1
+            }
+            held.append(event)
+            state.held[event.subject] = held
+            state.counters["held", default: 0] += 1
+            outputs += promptIfDue(event.subject, at: state.now)
+        }
+        return outputs + refreshDiagnostics(event.subject, at: state.now)
+    }
+
+    /// Whether a ranging report (or another live reading) of `subject` at `t` may go out:
+    /// only while in use, never with reduced accuracy.
+    public func allowsRanging(_ subject: String, at t: Date) -> Bool {
+        verdict(subject: subject, at: t, precise: true, canHold: false) == .deliver && isInUse(subject, at: t)
+    }
+
+    /// Whether something less precise than an event (a place, the subject's own OwnTracks
+    /// transitions) may go out at `t`.
+    public func allows(_ subject: String, at t: Date, precise: Bool = false) -> Bool {
+        verdict(subject: subject, at: t, precise: precise, canHold: false) == .deliver
+    }
+
+    private mutating func promptIfDue(_ subject: String, at t: Date) -> [PrivacyOutput] {
+        guard !(state.held[subject]?.isEmpty ?? true), !state.prompted.contains(subject), isInUse(subject, at: t)
+        else { return [] }
+        state.prompted.insert(subject)
+        return [.prompt(subject: subject)]
+    }
+
+    // MARK: - Inputs
+
+    /// A new (or removed) authorization record.
+    public mutating func apply(
+        authorization record: AuthorizationRecord?, subject: String, at t: Date
+    )
+        -> [PrivacyOutput]
+    {
+        state.now = max(state.now, t)
+        let before = status(of: subject)
+        state.records[subject] = record
+        if record?.temporary != true { state.usedSinceGrant.remove(subject) }
+        let after = status(of: subject)
+        var outputs: [PrivacyOutput] = []
+        if before != after {
+            if after == .always, let held = state.held.removeValue(forKey: subject) {
+                for var event in held.sorted(by: { $0.t < $1.t }) {
+                    event.held = true
+                    outputs.append(.deliver(event))
+                }
+            } else if after != .provisionalAlways, let held = state.held.removeValue(forKey: subject) {
+                state.counters["discarded", default: 0] += held.count
+            }
+            if let reason = refusal(of: subject), before.admitsObservations {
+                outputs.append(.unmonitor(subject: subject, reason: reason))
+            }
+        }
+        return outputs + refreshDiagnostics(subject, at: t)
+    }
+
+    /// `subjects/{s}/usage`: `{inUse, background}`.
+    public mutating func apply(usage inUse: Bool, background: Bool, subject: String, at t: Date) -> [PrivacyOutput] {
+        state.now = max(state.now, t)
+        var marks = state.usage[subject] ?? []
+        marks.append(UsageMark(t: t, inUse: inUse, background: background))
+        marks.sort { $0.t < $1.t }
+        // Keep what in-use questions about held events can still ask.
+        let horizon = t.addingTimeInterval(-(settings.heldMaxAge + settings.inUseGrace))
+        if let keepFrom = marks.lastIndex(where: { $0.t < horizon }), keepFrom > 0 { marks.removeFirst(keepFrom) }
+        state.usage[subject] = marks
+        if (inUse || background) && state.records[subject]?.temporary == true { state.usedSinceGrant.insert(subject) }
+        return promptIfDue(subject, at: t) + refreshDiagnostics(subject, at: t)
+    }
+
+    /// `sessions/{consumer}/{session}`; nil ends it.
+    public mutating func apply(session: ServiceSession?, key: String, at t: Date) -> [PrivacyOutput] {
+        state.now = max(state.now, t)
+        state.sessions[key] = session
+        var outputs: [PrivacyOutput] = []
+        for subject in knownSubjects { outputs += refreshDiagnostics(subject, at: t) }
+        return outputs
+    }
+
+    /// Held events expire; allow-once grants that are no longer in use revert; diagnostics
+    /// follow the grace window.
+    public mutating func tick(now: Date) -> [PrivacyOutput] {
+        state.now = max(state.now, now)
+        var outputs: [PrivacyOutput] = []
+        for subject in state.held.keys.sorted() {
+            let fresh = state.held[subject]!.filter { now.timeIntervalSince($0.t) <= settings.heldMaxAge }
+            let expired = state.held[subject]!.count - fresh.count
+            if expired > 0 {
+                state.counters["expired", default: 0] += expired
+                state.held[subject] = fresh.isEmpty ? nil : fresh
+            }
+        }
+        for subject in state.usedSinceGrant.sorted() where !isInUse(subject, at: now) {
+            guard var record = state.records[subject], record.temporary, record.status == .whenInUse else {
+                state.usedSinceGrant.remove(subject)
+                continue
+            }
+            record = AuthorizationRecord(status: .notDetermined, reducedAccuracy: record.reducedAccuracy)
+            outputs.append(.authorization(subject: subject, record))
+            outputs += apply(authorization: record, subject: subject, at: now)
+        }
+        for subject in knownSubjects { outputs += refreshDiagnostics(subject, at: now) }
+        return outputs
+    }
+
+    private var knownSubjects: [String] {
+        Array(Set(state.records.keys).union(state.usage.keys).union(state.held.keys).union(state.diagnostics.keys))
+            .sorted()
+    }
+
+    // MARK: - Diagnostics
+
+    /// The subject's diagnostics (CLServiceSession.Diagnostic, server side).
+    public func diagnostics(of subject: String, at t: Date) -> JSONValue {
+        let status = status(of: subject)
+        let covering = sessions(covering: subject)
+        let level = covering.map(\.level).max()
+        let inUse = isInUse(subject, at: t)
+        let reduced = isReduced(subject)
+        let wantsFull = covering.contains { $0.fullAccuracyPurpose != nil }
+        let held = state.held[subject]?.count ?? 0
+        var object = JSONObject()
+        object["status"] = .string(status.rawValue)
+        object["accuracy"] = .string(reduced ? "reduced" : "full")
+        object["inUse"] = .bool(inUse)
+        object["authorizationDenied"] = .bool(status == .denied)
+        object["authorizationRestricted"] = .bool(status == .restricted)
+        object["authorizationRequestInProgress"] = .bool(
+            status == .notDetermined || (status == .provisionalAlways && state.prompted.contains(subject)))
+        object["insufficientlyInUse"] = .bool((status == .whenInUse || status == .provisionalAlways) && !inUse)
+        object["alwaysAuthorizationDenied"] = .bool(level == .always && status == .whenInUse)
+        object["fullAccuracyDenied"] = .bool(wantsFull && reduced)
+        object["serviceSessionRequired"] = .bool(covering.isEmpty)
+        object["accuracyLimited"] = .bool(reduced)
+        object["heldEvents"] = .number(Double(held))
+        return .object(object)
+    }
+
+    /// Publishes the diagnostics when they changed.
+    private mutating func refreshDiagnostics(_ subject: String, at t: Date) -> [PrivacyOutput] {
+        let current = diagnostics(of: subject, at: t)
+        guard state.diagnostics[subject] != current else { return [] }
+        state.diagnostics[subject] = current
+        return [.diagnostics(subject: subject, current)]
+    }
+
+    /// Forgets everything about a subject (erasure).
+    public mutating func erase(_ subject: String) {
+        state.records[subject] = nil
+        state.usage[subject] = nil
+        state.held[subject] = nil
+        state.prompted.remove(subject)
+        state.usedSinceGrant.remove(subject)
+        state.diagnostics[subject] = nil
+    }
+}
