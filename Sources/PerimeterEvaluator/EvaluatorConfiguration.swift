@@ -138,14 +138,54 @@ public struct EvaluatorConfiguration: Sendable {
         if let list = reader.json("\(key).gateways") {
             gateways = readGateways(list, key: "\(key).gateways", reader)
         }
-        let privacy = reader.json("\(key).privacy")
-        reader.claim("\(key).privacy")
+        let privacy = readPrivacy("\(key).privacy", reader)
         var settings = VenueSettings(
             id: name, timeZone: timeZone ?? TimeZone(identifier: "UTC")!, locale: locale, currency: currency,
             staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
             privacy: privacy)
         settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)
         return Venue(settings: settings, regionsPath: regions)
+    }
+
+    /// `venues.{id}.privacy`: who is authorized by default, which tags are assets, the
+    /// gate's timings, and the sessions that exist without a consumer declaring them.
+    /// `"open": true` authorizes everyone with one session for all (demos only).
+    static func readPrivacy(_ key: String, _ reader: ConfigReader) -> PrivacySettings {
+        var settings = PrivacySettings()
+        if reader.bool("\(key).open", default: false) { settings = .open }
+        func status(_ name: String, _ fallback: AuthorizationStatus) -> AuthorizationStatus {
+            reader.choice("\(key).\(name)", default: fallback)
+        }
+        settings.defaultStatus = status("defaultStatus", settings.defaultStatus)
+        settings.assetStatus = status("assetStatus", settings.assetStatus)
+        settings.inUseGrace = reader.double("\(key).inUseGrace", default: settings.inUseGrace, range: 0...3600)
+        settings.heldMaxAge = reader.double("\(key).heldMaxAge", default: settings.heldMaxAge, range: 1...86_400 * 30)
+        settings.reducedAccuracyMeters = reader.double(
+            "\(key).reducedAccuracyMeters", default: settings.reducedAccuracyMeters, range: 1...1_000_000)
+        if let assets = reader.json("\(key).assets") {
+            settings.assets = []
+            for (index, item) in (assets.arrayValue ?? [assets]).enumerated() {
+                switch BeaconRegionSpec.parse(item) {
+                case .success(let spec): settings.assets.append(spec.constraint)
+                case .failure(let problems):
+                    reader.reject("\(key).assets", "[\(index)]: \(problems.messages.joined(separator: "; "))")
+                }
+            }
+        }
+        if let sessions = reader.json("\(key).defaultSessions") {
+            settings.defaultSessions = []
+            for (index, item) in (sessions.arrayValue ?? [sessions]).enumerated() {
+                if let session = ServiceSession(json: item) {
+                    settings.defaultSessions.append(session)
+                } else {
+                    reader.reject(
+                        "\(key).defaultSessions",
+                        "[\(index)]: expected {\"subjects\": \"*\" or [ids], \"level\": \"whenInUse\"|\"always\", \"fullAccuracyPurpose\"?}"
+                    )
+                }
+            }
+        }
+        return settings
     }
 
     private static func readGateways(_ value: JSONValue, key: String, _ reader: ConfigReader) -> [Gateway] {

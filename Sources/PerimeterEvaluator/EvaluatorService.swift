@@ -60,6 +60,7 @@ struct EvaluatorStats {
     var observations: [String: Int] = [:]
     var events: [String: Int] = [:]
     var rejects: [String: Int] = [:]
+    var privacyDrops: [String: Int] = [:]
     var ignored = 0
     var published = 0
     var lastLag: Double = 0
@@ -71,6 +72,7 @@ struct EvaluatorStats {
         return [
             "instance": .string(instance), "t": .string(Timestamp.format(Date())),
             "observationsIn": object(observations), "eventsOut": object(events), "rejects": object(rejects),
+            "privacyDrops": object(privacyDrops),
             "ignored": .number(Double(ignored)), "published": .number(Double(published)),
             "queueDepth": .number(Double(queueDepth)), "outboxUnsent": .number(Double(unsent)),
             "lagSeconds": .number((lastLag * 1000).rounded() / 1000),
@@ -338,9 +340,16 @@ final class EvaluatorRuntime {
                     let applied = apply(row)
                     var messages: [OutboundMessage] = []
                     var events: [RegionEvent] = []
+                    // An observation the privacy gate refused is not kept (DESIGN.md §5).
+                    var dropRow = false
                     for output in applied.outputs {
-                        guard let venue = applied.venue, let topics = topics[venue] else { continue }
-                        let message = output.message(topics: topics)
+                        if case .privacyDrop(_, let reason) = output {
+                            stats.privacyDrops[reason, default: 0] += 1
+                            dropRow = true
+                        }
+                        guard let venue = applied.venue, let topics = topics[venue],
+                            let message = output.message(topics: topics)
+                        else { continue }
                         switch output {
                         case .ranging: ephemeral.append(message)
                         case .event(let event):
@@ -351,7 +360,7 @@ final class EvaluatorRuntime {
                         }
                     }
                     if let deadletter = applied.deadletter { messages.append(deadletter) }
-                    if row.topic.hasPrefix(EvaluatorStore.Internal.tick) && applied.outputs.isEmpty {
+                    if (row.topic.hasPrefix(EvaluatorStore.Internal.tick) && applied.outputs.isEmpty) || dropRow {
                         idleTicks.append(row.seq)
                     }
                     toPublish += try store.commit(

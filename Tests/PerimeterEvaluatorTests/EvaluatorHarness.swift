@@ -34,6 +34,8 @@ final class EvaluatorHarness: Sendable {
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
         var venueSettings = venue
         venueSettings["regions"] = .string(regionsPath)
+        // Tests of other parts run with everyone authorized; privacy tests set their own.
+        if venueSettings["privacy"] == nil { venueSettings["privacy"] = ["open": true] }
         var evaluator: JSONObject = [
             "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
             "statsInterval": 1,

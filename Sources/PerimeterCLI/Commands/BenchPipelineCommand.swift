@@ -105,7 +105,8 @@ struct BenchPipelineCommand: ParsableCommand {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         var oracle = BenchPipelineOracle(
-            settings: VenueSettings(id: BenchPipelineWorkload.venue, beaconExitTimeout: Self.beaconExitTimeout),
+            settings: VenueSettings(
+                id: BenchPipelineWorkload.venue, beaconExitTimeout: Self.beaconExitTimeout, privacy: .open),
             regionsGeoJSON: workload.regionsGeoJSON)
 
         // MosquittoBroker's generated configuration already lifts max_queued_messages (to
@@ -369,6 +370,8 @@ struct EvaluatorProcess {
                 BenchPipelineWorkload.venue: [
                     "regions": .string(regionsPath),
                     "beaconExitTimeout": .number(BenchPipelineCommand.beaconExitTimeout),
+                    // Synthetic subjects: everyone authorized, one session for all.
+                    "privacy": ["open": true],
                 ]
             ],
             "log": ["level": "notice"],

@@ -94,7 +94,10 @@ struct UpCommand: ParsableCommand {
         let evaluator = EvaluatorConfiguration(
             broker: evaluatorBroker, prefix: settings.prefix,
             databasePath: state.appendingPathComponent("evaluator.sqlite").path,
-            venues: [.init(settings: VenueSettings(id: settings.venue), regionsPath: settings.regionsPath)],
+            venues: [
+                // The demo's visitors are whoever publishes: everyone authorized, one session for all.
+                .init(settings: VenueSettings(id: settings.venue, privacy: .open), regionsPath: settings.regionsPath)
+            ],
             ownTracksVenue: settings.venue, espresenseVenue: settings.venue, log: settings.log)
         services.append(EvaluatorService(configuration: evaluator, logger: logger))
         services.append(LiveView(broker: broker, topics: topics, regions: regions, logger: logger))

@@ -458,6 +458,22 @@ public struct BeaconEngine: Sendable {
         return markUnknown(index: index, at: t, reason: reason)
     }
 
+    /// Forgets a subject: its beacons and states go (each state reads `unmonitored`); its
+    /// sequence numbers are kept, so ids are never reused.
+    public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        guard let index = scannerByID[subject] else { return [] }
+        var events: [RegionEvent] = []
+        for state in scanners[index].regions {
+            guard let id = matcher.regionID(slot: Int(state.slot)) else { continue }
+            retired[id, default: [:]][subject] = state.membership.seq
+            events.append(.state(region: id, subject: subject, state: .unmonitored, at: t, reason: reason))
+        }
+        scanners[index].regions = []
+        scanners[index].beacons = []
+        scanners[index].closest = nil
+        return events.sorted { $0.region < $1.region }
+    }
+
     private mutating func markUnknown(index: Int, at t: Date, reason: String) -> [RegionEvent] {
         var events: [RegionEvent] = []
         let subject = scanners[index].id

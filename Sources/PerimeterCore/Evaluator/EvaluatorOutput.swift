@@ -12,6 +12,15 @@ public enum EvaluatorOutput: Sendable, Hashable {
     case place(subject: String, PlaceAnswer?, t: Date)
     /// An OwnTracks-shaped transition for an OwnTracks subject.
     case ownTracksTransition(user: String, device: String, payload: JSONValue)
+    /// The privacy gate's diagnostics for a subject changed (retained).
+    case diagnostics(subject: String, JSONValue)
+    /// Ask the subject once to upgrade to always (it has held events).
+    case prompt(subject: String)
+    /// The gate changed a subject's authorization (allow once reverted): republished, retained.
+    case authorization(subject: String, AuthorizationRecord)
+    /// An observation dropped at ingest by the privacy gate: nothing is published, and the
+    /// service does not keep the message.
+    case privacyDrop(subject: String, reason: String)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -43,7 +52,7 @@ extension EvaluatorOutput {
     /// The message for this output (topics.md is the contract):
     /// transitions at QoS 1; state, occupancy and place retained at QoS 1; ranging at QoS 0
     /// with a 5 s expiry; OwnTracks transitions at QoS 1 on `owntracks/{user}/{device}/event`.
-    public func message(topics: Topics) -> OutboundMessage {
+    public func message(topics: Topics) -> OutboundMessage? {
         switch self {
         case .event(let event):
             var payload = JSONObject()
@@ -79,6 +88,21 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: "owntracks/\(Topics.level(user))/\(Topics.level(device))/event",
                 payload: Array(payload.serialized().utf8), qos: 1, retain: false)
+        case .diagnostics(let subject, let payload):
+            return OutboundMessage(
+                topic: topics.diagnostics(subject: subject), payload: Array(payload.serialized().utf8), qos: 1,
+                retain: true)
+        case .prompt(let subject):
+            let payload: JSONValue = ["request": "always", "reason": "heldEvents"]
+            return OutboundMessage(
+                topic: topics.prompt(subject: subject), payload: Array(payload.serialized().utf8), qos: 1, retain: false
+            )
+        case .authorization(let subject, let record):
+            return OutboundMessage(
+                topic: topics.authorization(subject: subject), payload: Array(record.json.serialized().utf8), qos: 1,
+                retain: true)
+        case .privacyDrop:
+            return nil
         }
     }
 }

@@ -11,13 +11,14 @@ public struct VenueSettings: Sendable {
     public var geofence: GeofenceParameters
     public var beacons: BeaconParameters
     public var gateways: [Gateway]
-    /// Privacy defaults as configured, for the privacy gate.
-    public var privacy: JSONValue?
+    /// The privacy gate's settings (defaults: people notDetermined, no sessions: nothing flows
+    /// until subjects authorize and consumers declare sessions).
+    public var privacy: PrivacySettings
 
     public init(
         id: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!, locale: String = "en_US",
         currency: String = "USD", staleAfter: TimeInterval = 300, pathLossExponent: Double = 2,
-        beaconExitTimeout: TimeInterval = 30, gateways: [Gateway] = [], privacy: JSONValue? = nil
+        beaconExitTimeout: TimeInterval = 30, gateways: [Gateway] = [], privacy: PrivacySettings = PrivacySettings()
     ) {
         self.id = id
         self.timeZone = timeZone
@@ -52,7 +53,9 @@ public struct VenueEvaluator: Sendable {
     private var observed: [String: Set<String>] = [:]
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
-    /// The privacy topics' latest records, for the privacy gate.
+    /// The privacy gate between the engines and every output about a subject.
+    public private(set) var privacy: PrivacyGate
+    /// The privacy topics' latest records, as received.
     public private(set) var authorization: [String: JSONValue] = [:]
     public private(set) var usage: [String: JSONValue] = [:]
     public private(set) var sessions: [String: JSONValue] = [:]
@@ -61,6 +64,7 @@ public struct VenueEvaluator: Sendable {
         self.settings = settings
         geofences = GeofenceEngine(regions: regions, parameters: settings.geofence)
         beacons = BeaconEngine(regions: regions, gateways: settings.gateways, parameters: settings.beacons)
+        privacy = PrivacyGate(settings: settings.privacy)
         for region in regions { self.regions[region.id] = region }
     }
 
@@ -79,6 +83,7 @@ public struct VenueEvaluator: Sendable {
         var authorization: [String: JSONValue]
         var usage: [String: JSONValue]
         var sessions: [String: JSONValue]
+        var privacy: PrivacyGate.State
     }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
@@ -101,7 +106,7 @@ public struct VenueEvaluator: Sendable {
             regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
-            sessions: sessions)
+            sessions: sessions, privacy: privacy.snapshot)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -111,6 +116,7 @@ public struct VenueEvaluator: Sendable {
         geofences.restore(snapshot.geofences)
         beacons = BeaconEngine(restoring: snapshot.beacons, parameters: settings.beacons)
         for gateway in settings.gateways { beacons.register(gateway) }
+        privacy = PrivacyGate(settings: settings.privacy, restoring: snapshot.privacy)
         for region in snapshot.regions { regions[region.id] = region }
         inside = snapshot.inside
         gpsPlaces = snapshot.gpsPlaces
@@ -149,7 +155,9 @@ public struct VenueEvaluator: Sendable {
         [EvaluatorOutput], InboundError
     > {
         switch input {
-        case .fix(let fix):
+        case .fix(var fix):
+            if let drop = dropped(fix.subject) { return .success([drop]) }
+            fix = privacy.coarsen(fix)
             switch geofences.process(fix) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
             case .success(let events):
@@ -158,7 +166,16 @@ public struct VenueEvaluator: Sendable {
                 outputs += updatePlace(of: fix.subject, at: fix.t)
                 return .success(outputs)
             }
-        case .beacons(let report):
+        case .beacons(var report):
+            if beacons.isGateway(report.agent) {
+                let kept = report.sightings.filter { dropped($0.identity.canonical) == nil }
+                if kept.isEmpty && !report.sightings.isEmpty {
+                    return .success([.privacyDrop(subject: report.agent, reason: "tags")])
+                }
+                report.sightings = kept
+            } else if let drop = dropped(report.subject ?? report.agent) {
+                return .success([drop])
+            }
             switch beacons.process(report) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
             case .success(let update):
@@ -170,7 +187,12 @@ public struct VenueEvaluator: Sendable {
                 outputs += locate(update.locations, by: report.agent)
                 return .success(outputs)
             }
-        case .tags(let report):
+        case .tags(var report):
+            let kept = report.sightings.filter { dropped($0.subject) == nil }
+            if kept.isEmpty && !report.sightings.isEmpty {
+                return .success([.privacyDrop(subject: report.gateway, reason: "tags")])
+            }
+            report.sightings = kept
             switch beacons.process(tags: report) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
             case .success(let locations): return .success(locate(locations, by: report.gateway))
@@ -191,13 +213,67 @@ public struct VenueEvaluator: Sendable {
             return .success(updatePlace(of: subject, at: receivedAt))
         case .authorization(let subject, let record):
             authorization[subject] = record
-            return .success([])
+            let gated = privacy.apply(
+                authorization: record.flatMap(AuthorizationRecord.init(json:)), subject: subject, at: receivedAt)
+            return .success(apply(gated, at: receivedAt))
         case .usage(let subject, let record):
             usage[subject] = record
-            return .success([])
+            let gated = privacy.apply(
+                usage: record["inUse"]?.boolValue ?? false, background: record["background"]?.boolValue ?? false,
+                subject: subject, at: receivedAt)
+            return .success(apply(gated, at: receivedAt))
         case .session(let consumer, let session, let record):
             sessions["\(consumer)/\(session)"] = record
-            return .success([])
+            let gated = privacy.apply(
+                session: record.flatMap(ServiceSession.init(json:)), key: "\(consumer)/\(session)", at: receivedAt)
+            return .success(apply(gated, at: receivedAt))
+        }
+    }
+
+    /// The drop of an observation the privacy gate refuses (counted; nothing is kept).
+    private mutating func dropped(_ subject: String) -> EvaluatorOutput? {
+        guard let reason = privacy.refusal(of: subject) else { return nil }
+        privacy.noteDropped(reason)
+        return .privacyDrop(subject: subject, reason: reason)
+    }
+
+    /// What the privacy gate decided, as outputs. A subject it no longer allows is forgotten
+    /// by the engines: its states read `unmonitored`, its place goes.
+    private mutating func apply(_ gated: [PrivacyOutput], at t: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for output in gated {
+            switch output {
+            case .deliver(let event): outputs.append(.event(event))
+            case .diagnostics(let subject, let value): outputs.append(.diagnostics(subject: subject, value))
+            case .prompt(let subject): outputs.append(.prompt(subject: subject))
+            case .authorization(let subject, let record):
+                authorization[subject] = record.json
+                outputs.append(.authorization(subject: subject, record))
+            case .unmonitor(let subject, let reason):
+                var events = geofences.forget(subject: subject, at: t, reason: reason)
+                events += beacons.forget(subject: subject, at: t, reason: reason)
+                outputs += publish(events, gated: false)
+                gpsPlaces[subject] = nil
+                if places.removeValue(forKey: subject) != nil { outputs.append(.place(subject: subject, nil, t: t)) }
+            }
+        }
+        return outputs
+    }
+
+    /// Whether events of a region need full accuracy: beacon regions, and regions smaller than
+    /// the reduced-accuracy grid.
+    private func isPrecise(_ regionID: String) -> Bool {
+        guard let region = regions[regionID] else { return true }
+        let grid = settings.privacy.reducedAccuracyMeters
+        switch region.shape {
+        case .beacon: return true
+        case .circle(_, let radius): return 2 * radius < grid
+        case .polygons(let polygons):
+            let points = polygons.flatMap { $0.first ?? [] }
+            guard let south = points.map(\.lat).min(), let north = points.map(\.lat).max(),
+                let west = points.map(\.lon).min(), let east = points.map(\.lon).max()
+            else { return true }
+            return Geodesy.distance(GeoPoint(lon: west, lat: south), GeoPoint(lon: east, lat: north)) < grid
         }
     }
 
@@ -212,7 +288,9 @@ public struct VenueEvaluator: Sendable {
             let answer = PlaceAnswer(place: location.room, source: .beacon)
             if places[location.subject] != answer {
                 places[location.subject] = answer
-                outputs.append(.place(subject: location.subject, answer, t: location.t))
+                if privacy.allows(location.subject, at: location.t, precise: true) {
+                    outputs.append(.place(subject: location.subject, answer, t: location.t))
+                }
             }
         }
         return outputs
@@ -239,8 +317,9 @@ public struct VenueEvaluator: Sendable {
             reports.append(report)
             ranged.insert(report.subject)
         }
-        outputs += reports.map(EvaluatorOutput.ranging)
+        outputs += reports.filter { privacy.allowsRanging($0.subject, at: $0.t) }.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
+        outputs += apply(privacy.tick(now: now), at: now)
         return outputs
     }
 
@@ -292,7 +371,7 @@ public struct VenueEvaluator: Sendable {
     // MARK: - Outputs
 
     /// Events with what they imply: occupancy changes and the OwnTracks adapter's transitions.
-    private mutating func publish(_ events: [RegionEvent]) -> [EvaluatorOutput] {
+    private mutating func publish(_ events: [RegionEvent], gated: Bool = true) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         for var event in events {
             if event.reason == "stale", let agents = observers[event.subject], !agents.isEmpty,
@@ -300,7 +379,11 @@ public struct VenueEvaluator: Sendable {
             {
                 event.reason = "agentOffline"
             }
-            outputs.append(.event(event))
+            if gated {
+                outputs += apply(privacy.gate(event, precise: isPrecise(event.region)), at: event.t)
+            } else {
+                outputs.append(.event(event))
+            }
             switch event.kind {
             case .state:
                 let now = event.state == .inside
@@ -349,6 +432,7 @@ public struct VenueEvaluator: Sendable {
         let answer = PlaceRule.resolve(previous: places[subject], evidence: evidence)
         guard answer != places[subject] else { return [] }
         places[subject] = answer
+        guard privacy.allows(subject, at: t, precise: answer?.source == .beacon) else { return [] }
         return [.place(subject: subject, answer, t: t)]
     }
 

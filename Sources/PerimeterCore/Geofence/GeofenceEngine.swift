@@ -316,6 +316,18 @@ public struct GeofenceEngine: Sendable {
         return events
     }
 
+    /// Forgets a subject (it may no longer be observed, or is erased): every state it had
+    /// reads `unmonitored`. Sequence numbers are kept, so ids are never reused.
+    public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        guard let track = subjects.removeValue(forKey: subject) else { return [] }
+        var events: [RegionEvent] = []
+        for id in track.memberships.keys.sorted() {
+            retired[id, default: [:]][subject] = track.memberships[id]!.seq
+            events.append(.state(region: id, subject: subject, state: .unmonitored, at: t, reason: reason))
+        }
+        return events
+    }
+
     // MARK: - Regions
 
     /// Adds or replaces a region. States for it are kept; the next fix re-evaluates them.

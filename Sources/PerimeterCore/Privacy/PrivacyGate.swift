@@ -189,10 +189,10 @@ public struct PrivacyGate: Sendable {
         return outputs + refreshDiagnostics(event.subject, at: state.now)
     }
 
-    /// Whether a ranging report (or another live reading) of `subject` at `t` may go out:
-    /// only while in use, never with reduced accuracy.
+    /// Whether a ranging report of `subject` at `t` may go out: as an event would (so for
+    /// whenInUse and provisional subjects only while in use), never with reduced accuracy.
     public func allowsRanging(_ subject: String, at t: Date) -> Bool {
-        verdict(subject: subject, at: t, precise: true, canHold: false) == .deliver && isInUse(subject, at: t)
+        verdict(subject: subject, at: t, precise: true, canHold: false) == .deliver
     }
 
     /// Whether something less precise than an event (a place, the subject's own OwnTracks

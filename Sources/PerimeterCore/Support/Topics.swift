@@ -56,6 +56,8 @@ public struct Topics: Sendable, Hashable {
         "\(root)/ranging/\(Self.level(region))/\(Self.level(subject))"
     }
     public func place(subject: String) -> String { "\(root)/place/\(Self.level(subject))" }
+    public func diagnostics(subject: String) -> String { "\(root)/diagnostics/\(Self.level(subject))" }
+    public func prompt(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/prompt" }
 
     /// A service's statistics: `perimeter/v1/_sys/{component}/{instance}/stats` (outside any venue).
     public static func stats(prefix: String, component: String, instance: String) -> String {

@@ -36,6 +36,10 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
             "place \(subject) \(answer?.place ?? "none") \(answer?.source.rawValue ?? "")"
         case .ownTracksTransition(let user, let device, let payload):
             "owntracks \(user)/\(device) \(payload["event"]?.stringValue ?? "?")"
+        case .diagnostics: nil
+        case .prompt(let subject): "prompt \(subject)"
+        case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
+        case .privacyDrop(let subject, let reason): "dropped \(subject) \(reason)"
         }
     }
 }
@@ -43,7 +47,7 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
 @Suite("Venue evaluator")
 struct VenueEvaluatorTests {
     static func evaluator(_ regions: [Region] = [hall, lobby], staleAfter: Double = 300) -> VenueEvaluator {
-        VenueEvaluator(settings: VenueSettings(id: "museum", staleAfter: staleAfter), regions: regions)
+        VenueEvaluator(settings: VenueSettings(id: "museum", staleAfter: staleAfter, privacy: .open), regions: regions)
     }
 
     static func run(
@@ -184,7 +188,7 @@ struct RegionLifecycleIDTests {
     /// Enter, remove, add again, enter: the second enter must not repeat the first one's id.
     @Test("a region removed and added again continues its sequence numbers (geofence and beacon)")
     func noReusedIDs() throws {
-        var venue = VenueEvaluator(settings: VenueSettings(id: "museum"), regions: [hall, lobby])
+        var venue = VenueEvaluator(settings: VenueSettings(id: "museum", privacy: .open), regions: [hall, lobby])
         let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
         func scan(_ time: Double) -> Inbound {
             .beacons(

@@ -214,10 +214,14 @@ struct PrivacyGateTests {
         #expect(flags(gate.tick(now: at(4))) == [], "unchanged: not published again")
     }
 
-    @Test("ranging only while in use, never with reduced accuracy")
+    @Test("ranging: whenInUse only while in use, always at any time, never with reduced accuracy")
     func ranging() {
+        var whenInUse = gate(.whenInUse)
+        #expect(!whenInUse.allowsRanging("ann", at: at(1)))
+        _ = whenInUse.apply(usage: true, background: false, subject: "ann", at: at(0))
+        #expect(whenInUse.allowsRanging("ann", at: at(1)))
         var gate = gate(.always)
-        #expect(!gate.allowsRanging("ann", at: at(1)))
+        #expect(gate.allowsRanging("ann", at: at(1)))
         _ = gate.apply(usage: true, background: false, subject: "ann", at: at(0))
         #expect(gate.allowsRanging("ann", at: at(1)))
         _ = gate.apply(
