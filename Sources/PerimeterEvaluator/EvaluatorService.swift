@@ -98,6 +98,7 @@ final class EvaluatorRuntime {
     private var stats = EvaluatorStats()
     /// Journal rows processed since the last snapshot.
     private var sinceSnapshot = 0
+    private var snapshotSoon = false
 
     /// What a snapshot holds: every venue's state and what the runtime needs to apply rows
     /// exactly as before (the regions files as last applied, the venue clocks).
@@ -302,7 +303,7 @@ final class EvaluatorRuntime {
             let root = "\(configuration.prefix)/\(venue)"
             filters += [
                 "\(root)/obs/+/+", "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
-                "\(root)/sessions/+/+",
+                "\(root)/sessions/+/+", "\(root)/admin/+/+",
             ]
         }
         if configuration.ownTracksVenue != nil { filters.append("owntracks/+/+") }
@@ -343,20 +344,25 @@ final class EvaluatorRuntime {
                     // An observation the privacy gate refused is not kept (DESIGN.md §5).
                     var dropRow = false
                     for output in applied.outputs {
-                        if case .privacyDrop(_, let reason) = output {
+                        guard let venue = applied.venue, let topics = topics[venue] else { continue }
+                        switch output {
+                        case .privacyDrop(_, let reason):
                             stats.privacyDrops[reason, default: 0] += 1
                             dropRow = true
-                        }
-                        guard let venue = applied.venue, let topics = topics[venue],
-                            let message = output.message(topics: topics)
-                        else { continue }
-                        switch output {
-                        case .ranging: ephemeral.append(message)
+                        case .erased(let subject, _):
+                            // Its rows go too: states, journal and outbox rows that name it.
+                            try store.erase(
+                                subject: subject, venue: venue, level: Topics.level(subject), through: row.seq)
+                            snapshotSoon = true
+                            logger.notice(
+                                "subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
                         case .event(let event):
                             events.append(event)
                             stats.events[event.kind.rawValue, default: 0] += 1
-                            messages.append(message)
-                        default: messages.append(message)
+                        default: break
+                        }
+                        for message in output.messages(topics: topics) {
+                            if case .ranging = output { ephemeral.append(message) } else { messages.append(message) }
                         }
                     }
                     if let deadletter = applied.deadletter { messages.append(deadletter) }
@@ -372,7 +378,11 @@ final class EvaluatorRuntime {
             cursor = rows.last!.seq
             sinceSnapshot += rows.count
             try await publish(toPublish, ephemeral: ephemeral, client)
-            if sinceSnapshot >= configuration.snapshotEvery { try takeSnapshot() }
+            // After an erasure the old snapshot still holds the subject: replace it now.
+            if sinceSnapshot >= configuration.snapshotEvery || snapshotSoon {
+                snapshotSoon = false
+                try takeSnapshot()
+            }
         }
     }
 

@@ -145,6 +145,19 @@ public final class EvaluatorStore {
         }
     }
 
+    // MARK: - Erasure
+
+    /// Deletes every row naming a subject: its membership states, and the journal and outbox
+    /// rows (up to journal row `through`) whose topic has `level` (its topic level) as a level.
+    public func erase(subject: String, venue: String, level: String, through seq: Int64) throws {
+        try database.transaction {
+            _ = try database.run("DELETE FROM membership WHERE venue = ? AND subject = ?", venue, subject)
+            let names = "(substr(topic, -length(?) - 1) = '/' || ? OR instr(topic, '/' || ? || '/') > 0)"
+            _ = try database.run("DELETE FROM inbox WHERE seq <= ? AND \(names)", seq, level, level, level)
+            _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(names)", seq, level, level, level)
+        }
+    }
+
     // MARK: - Snapshots
 
     /// Stores the state as of journal row `seq` and drops the journal up to it, in one transaction.

@@ -21,6 +21,11 @@ public enum EvaluatorOutput: Sendable, Hashable {
     /// An observation dropped at ingest by the privacy gate: nothing is published, and the
     /// service does not keep the message.
     case privacyDrop(subject: String, reason: String)
+    /// A subject was erased: every retained topic about it is cleared (its states in
+    /// `regions`, place, diagnostics, authorization, preferences), then the request is answered.
+    case erased(subject: String, regions: [String])
+    /// The answer to `admin/show/{subject}`.
+    case shown(subject: String, JSONValue)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -52,7 +57,35 @@ extension EvaluatorOutput {
     /// The message for this output (topics.md is the contract):
     /// transitions at QoS 1; state, occupancy and place retained at QoS 1; ranging at QoS 0
     /// with a 5 s expiry; OwnTracks transitions at QoS 1 on `owntracks/{user}/{device}/event`.
-    public func message(topics: Topics) -> OutboundMessage? {
+    /// Every message for this output (most have one; a drop none; an erasure one per cleared topic).
+    public func messages(topics: Topics) -> [OutboundMessage] {
+        switch self {
+        case .erased(let subject, let regions):
+            var cleared = regions.sorted().map { topics.state(region: $0, subject: subject) }
+            cleared += [
+                topics.place(subject: subject), topics.diagnostics(subject: subject),
+                topics.authorization(subject: subject), topics.preferences(subject: subject),
+            ]
+            let answer: JSONValue = [
+                "subject": .string(subject), "cleared": .array(cleared.map(JSONValue.string)),
+            ]
+            return cleared.map { OutboundMessage(topic: $0, payload: [], qos: 1, retain: true) } + [
+                OutboundMessage(
+                    topic: topics.admin("erased", subject: subject), payload: Array(answer.serialized().utf8), qos: 1,
+                    retain: false)
+            ]
+        case .shown(let subject, let document):
+            return [
+                OutboundMessage(
+                    topic: topics.admin("shown", subject: subject), payload: Array(document.serialized().utf8), qos: 1,
+                    retain: false)
+            ]
+        default:
+            return message(topics: topics).map { [$0] } ?? []
+        }
+    }
+
+    func message(topics: Topics) -> OutboundMessage? {
         switch self {
         case .event(let event):
             var payload = JSONObject()
@@ -101,7 +134,7 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: topics.authorization(subject: subject), payload: Array(record.json.serialized().utf8), qos: 1,
                 retain: true)
-        case .privacyDrop:
+        case .privacyDrop, .erased, .shown:
             return nil
         }
     }

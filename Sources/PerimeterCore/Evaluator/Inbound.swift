@@ -18,13 +18,18 @@ public enum InboundRoute: Sendable, Hashable {
     case ownTracks(user: String, device: String)
     /// `espresense/devices/{id}/{room}`: one room node hearing one device.
     case espresense(device: String, room: String)
+    /// `…/admin/{command}/{subject}`: an operator's request about one subject (`erase`, `show`).
+    case admin(venue: String, command: String, subject: String)
+    /// A message the evaluator itself publishes under an input-like path
+    /// (`subjects/{s}/prompt`): seen because of the subscription, ignored.
+    case echo(venue: String)
 
     /// The venue the message is for; nil for adapter topics (the venue configured for the adapter).
     public var venue: String? {
         switch self {
         case .gps(let venue, _), .ble(let venue, _), .status(let venue, _), .region(let venue, _),
             .authorization(let venue, _), .usage(let venue, _), .preferences(let venue, _),
-            .session(let venue, _, _):
+            .session(let venue, _, _), .admin(let venue, _, _), .echo(let venue):
             venue
         case .ownTracks, .espresense: nil
         }
@@ -51,6 +56,8 @@ public enum Inbound: Sendable, Hashable {
     case authorization(subject: String, JSONValue?)
     case usage(subject: String, JSONValue)
     case session(consumer: String, session: String, JSONValue?)
+    /// An operator's request about one subject: `erase` (forget it everywhere) or `show`.
+    case admin(command: String, subject: String)
 }
 
 /// An agent's `agents/{agent}/status`: `{online, caps:[gps, ble-scan, ranging], mode, version, t?}`.

@@ -67,9 +67,14 @@ public enum InboundDecoder {
             case "authorization": return .authorization(venue: venue, subject: subject)
             case "usage": return .usage(venue: venue, subject: subject)
             case "preferences": return .preferences(venue: venue, subject: subject)
+            case "prompt": return .echo(venue: venue)
             default: return nil
             }
         case ("sessions", 4): return .session(venue: venue, consumer: id(levels[2]), session: id(levels[3]))
+        case ("admin", 4) where levels[2] == "erase" || levels[2] == "show":
+            return .admin(venue: venue, command: String(levels[2]), subject: id(levels[3]))
+        case ("admin", 4) where levels[2] == "erased" || levels[2] == "shown":
+            return .echo(venue: venue)
         default: return nil
         }
     }
@@ -98,6 +103,11 @@ public enum InboundDecoder {
                 "the payload is \(payload.count) bytes; the limit is \(limits.maxPayloadBytes) bytes")
         }
         try checkTopicIDs(route)
+        switch route {
+        case .echo: return []
+        case .admin(_, let command, let subject): return [.admin(command: command, subject: subject)]
+        default: break
+        }
         if payload.isEmpty {
             switch route {
             case .region(_, let id): return [.regionRemove(id: id)]
@@ -127,6 +137,8 @@ public enum InboundDecoder {
         case .ownTracks(let user, let device): return try ownTracks(json, user: user, device: device)
         case .espresense(let device, let room):
             return [.tags(try espresense(json, device: device, room: room, receivedAt: receivedAt))]
+        case .admin, .echo:
+            return []  // answered above, before the payload
         }
     }
 
@@ -140,6 +152,8 @@ public enum InboundDecoder {
         case .session(_, let consumer, let session): ids = [("consumer", consumer), ("session", session)]
         case .ownTracks(let user, let device): ids = [("user", user), ("device", device)]
         case .espresense(let device, let room): ids = [("device", device), ("room", room)]
+        case .admin(_, _, let subject): ids = [("subject", subject)]
+        case .echo: ids = []
         }
         for (name, id) in ids where id.isEmpty {
             throw InboundError(code: "topic", "the topic's \(name) level is empty")

@@ -227,7 +227,58 @@ public struct VenueEvaluator: Sendable {
             let gated = privacy.apply(
                 session: record.flatMap(ServiceSession.init(json:)), key: "\(consumer)/\(session)", at: receivedAt)
             return .success(apply(gated, at: receivedAt))
+        case .admin(let command, let subject):
+            return .success(command == "erase" ? erase(subject, at: receivedAt) : [show(subject, at: receivedAt)])
         }
+    }
+
+    /// Forgets a subject everywhere in the evaluation (`perimeter subjects erase`): its states,
+    /// place, preferences, privacy records, held events; occupancy drops it. The service then
+    /// clears its retained topics and its rows.
+    public mutating func erase(_ subject: String, at t: Date) -> [EvaluatorOutput] {
+        var events = geofences.forget(subject: subject, at: t, reason: "erased")
+        events += beacons.forget(subject: subject, at: t, reason: "erased")
+        var outputs: [EvaluatorOutput] = []
+        for region in inside.keys.sorted() where inside[region]!.remove(subject) != nil {
+            outputs.append(.occupancy(region: region, count: inside[region]!.count, t: t))
+        }
+        places[subject] = nil
+        gpsPlaces[subject] = nil
+        preferences[subject] = nil
+        authorization[subject] = nil
+        usage[subject] = nil
+        for agent in observers.removeValue(forKey: subject) ?? [] { observed[agent]?.remove(subject) }
+        privacy.erase(subject)
+        outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
+        return outputs
+    }
+
+    /// Everything the evaluator holds about a subject (`perimeter subjects show`).
+    public func show(_ subject: String, at t: Date) -> EvaluatorOutput {
+        var states = JSONObject()
+        for id in regions.keys.sorted() {
+            let state = state(subject: subject, region: id)
+            if state != .unknown { states[id] = .string(state.rawValue) }
+        }
+        let sessions = privacy.sessionKeys(covering: subject)
+        let document: JSONValue = [
+            "subject": .string(subject), "t": .string(Timestamp.format(t)),
+            "status": .string(privacy.status(of: subject).rawValue),
+            "authorization": authorization[subject] ?? .null, "usage": usage[subject] ?? .null,
+            "inUse": .bool(privacy.isInUse(subject, at: t)),
+            "sessions": .array(sessions.declared.map(JSONValue.string)),
+            "defaultSessionCovers": .bool(sessions.byDefault),
+            "states": .object(states), "place": places[subject]?.payload ?? .null,
+            "preferences": preferences[subject].map { preferences in
+                [
+                    "defaultPlace": preferences.defaultPlace.map(JSONValue.string) ?? .null,
+                    "locale": preferences.locale.map(JSONValue.string) ?? .null,
+                ]
+            } ?? .null,
+            "held": .array(privacy.heldEvents(of: subject).map(\.payload)),
+            "diagnostics": privacy.diagnostics(of: subject, at: t),
+        ]
+        return .shown(subject: subject, document)
     }
 
     /// The drop of an observation the privacy gate refuses (counted; nothing is kept).

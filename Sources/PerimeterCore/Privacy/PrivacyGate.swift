@@ -328,6 +328,17 @@ public struct PrivacyGate: Sendable {
         return [.diagnostics(subject: subject, current)]
     }
 
+    /// The events held for a subject, oldest first.
+    public func heldEvents(of subject: String) -> [RegionEvent] { (state.held[subject] ?? []).sorted { $0.t < $1.t } }
+
+    /// The declared sessions covering a subject (`consumer/session`), and whether a default one does.
+    public func sessionKeys(covering subject: String) -> (declared: [String], byDefault: Bool) {
+        (
+            state.sessions.filter { $0.value.covers(subject) }.map(\.key).sorted(),
+            settings.defaultSessions.contains { $0.covers(subject) }
+        )
+    }
+
     /// Forgets everything about a subject (erasure).
     public mutating func erase(_ subject: String) {
         state.records[subject] = nil

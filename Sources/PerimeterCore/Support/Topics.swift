@@ -57,6 +57,11 @@ public struct Topics: Sendable, Hashable {
     }
     public func place(subject: String) -> String { "\(root)/place/\(Self.level(subject))" }
     public func diagnostics(subject: String) -> String { "\(root)/diagnostics/\(Self.level(subject))" }
+    public func preferences(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/preferences" }
+    /// Operator requests and answers: `admin/erase|show/{subject}`, `admin/erased|shown/{subject}`.
+    public func admin(_ command: String, subject: String) -> String {
+        "\(root)/admin/\(command)/\(Self.level(subject))"
+    }
     public func prompt(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/prompt" }
 
     /// A service's statistics: `perimeter/v1/_sys/{component}/{instance}/stats` (outside any venue).

@@ -40,6 +40,8 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
         case .prompt(let subject): "prompt \(subject)"
         case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
         case .privacyDrop(let subject, let reason): "dropped \(subject) \(reason)"
+        case .erased(let subject, let regions): "erased \(subject) \(regions.joined(separator: ","))"
+        case .shown(let subject, _): "shown \(subject)"
         }
     }
 }

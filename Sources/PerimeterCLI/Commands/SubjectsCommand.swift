@@ -1,0 +1,159 @@
+import Foundation
+import PerimeterCore
+import PerimeterEvaluator
+import PerimeterKit
+import PerimeterMQTT
+import Synchronization
+
+/// `perimeter subjects show|erase ID`: what the evaluator holds about a subject, and erasure.
+struct SubjectsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subjects", abstract: "Show or erase what Perimeter holds about one subject.",
+        subcommands: [SubjectsShowCommand.self, SubjectsEraseCommand.self])
+}
+
+/// Reaches a running evaluator over MQTT with the evaluator's own configuration.
+struct SubjectRequest {
+    let client: MQTTClient
+    let topics: Topics
+    let inbox: Inbox
+
+    /// Everything received, kept by one task for the life of the request (an MQTT message
+    /// stream ends when the task reading it is cancelled, so it is read in one place only).
+    final class Inbox: Sendable {
+        private let messages = Mutex<[MQTTMessage]>([])
+        func append(_ message: MQTTMessage) { messages.withLock { $0.append(message) } }
+        var all: [MQTTMessage] { messages.withLock { $0 } }
+    }
+
+    static func connect(config: String?, settings: [String], venue: String?) async throws -> SubjectRequest {
+        let reader = try ConfigReader(
+            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
+            environment: ProcessInfo.processInfo.environment, overrides: settings)
+        let configuration = try EvaluatorConfiguration.read(reader)
+        let venues = configuration.venues.map(\.settings.id)
+        guard let chosen = venue ?? (venues.count == 1 ? venues.first : nil) else {
+            throw ExitCode(
+                64, "name the venue with --venue (this configuration serves \(venues.joined(separator: ", ")))")
+        }
+        guard venues.contains(chosen) else {
+            throw ExitCode(
+                64, "venue '\(chosen)' is not served by this configuration (\(venues.joined(separator: ", ")))")
+        }
+        let client = try MQTTClient(
+            configuration.broker.mqttConfiguration(clientID: "perimeter-subjects-\(getpid())"))
+        try await client.connect(timeout: .seconds(10))
+        let inbox = Inbox()
+        let messages = client.messages
+        Task { for await message in messages { inbox.append(message) } }
+        return SubjectRequest(client: client, topics: Topics(prefix: configuration.prefix, venue: chosen), inbox: inbox)
+    }
+
+    /// Sends `admin/{command}/{subject}` and returns the evaluator's answer.
+    func ask(_ command: String, subject: String, answer: String, timeout: Duration) async throws -> JSONValue {
+        let reply = topics.admin(answer, subject: subject)
+        try await client.subscribe(reply, qos: .atLeastOnce)
+        try await client.publish(topics.admin(command, subject: subject), "{}", qos: .atLeastOnce)
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let message = inbox.all.first(where: { $0.topic == reply }) {
+                return (try? JSONParser.parse(message.payload)) ?? .null
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ExitCode(1, "no answer on \(reply) within \(timeout): is the evaluator running for this venue?")
+    }
+
+    /// Every retained topic under the venue that names the subject as a level.
+    func retainedTopics(of subject: String, listening: Duration = .milliseconds(800)) async throws -> [String] {
+        let level = Topics.level(subject)
+        let filters = [
+            "\(topics.root)/+/\(level)", "\(topics.root)/+/+/\(level)", "\(topics.root)/subjects/\(level)/+",
+        ]
+        let before = inbox.all.count
+        for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }
+        try await Task.sleep(for: listening)
+        for filter in filters { try await client.unsubscribe(filter) }
+        var latest: [String: Bool] = [:]
+        for message in inbox.all.dropFirst(before) where message.retain {
+            latest[message.topic] = !message.payload.isEmpty
+        }
+        return latest.filter(\.value).map(\.key).sorted()
+    }
+}
+
+/// `perimeter subjects show ID`.
+struct SubjectsShowCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Print a subject's authorization, usage, sessions, states, place, held events and diagnostics.",
+        discussion: "Asks the running evaluator (admin/show/{subject}) with its own configuration file.")
+
+    @Argument(help: "The subject id.", valueName: "id")
+    var subject: String
+
+    @Option(help: "The evaluator's configuration file.", valueName: "file")
+    var config: String?
+
+    @Option(help: "A setting, key=value (repeatable).", valueName: "key=value")
+    var set: [String] = []
+
+    @Option(help: "The venue (when the configuration serves several).", valueName: "id")
+    var venue: String?
+
+    @Option(help: "Seconds to wait for the evaluator.", valueName: "s")
+    var timeout: Double = 10
+
+    func run() async throws {
+        let request = try await SubjectRequest.connect(config: config, settings: set, venue: venue)
+        let answer = try await request.ask(
+            "show", subject: subject, answer: "shown", timeout: .milliseconds(Int(timeout * 1000)))
+        print(answer.serialized())
+        await request.client.disconnect()
+    }
+}
+
+/// `perimeter subjects erase ID`.
+struct SubjectsEraseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "erase", abstract: "Erase a subject everywhere: state, held events, rows, retained topics.",
+        discussion: """
+            Asks the running evaluator to forget the subject (admin/erase/{subject}): it drops
+            the subject's state, place, preferences, privacy records and held events, deletes
+            its membership, journal and outbox rows, takes a fresh snapshot and clears the
+            retained topics it knows of. Then this command clears any retained topic left under
+            the venue that names the subject, and checks that none remains.
+            """)
+
+    @Argument(help: "The subject id.", valueName: "id")
+    var subject: String
+
+    @Option(help: "The evaluator's configuration file.", valueName: "file")
+    var config: String?
+
+    @Option(help: "A setting, key=value (repeatable).", valueName: "key=value")
+    var set: [String] = []
+
+    @Option(help: "The venue (when the configuration serves several).", valueName: "id")
+    var venue: String?
+
+    @Option(help: "Seconds to wait for the evaluator.", valueName: "s")
+    var timeout: Double = 10
+
+    func run() async throws {
+        let request = try await SubjectRequest.connect(config: config, settings: set, venue: venue)
+        let answer = try await request.ask(
+            "erase", subject: subject, answer: "erased", timeout: .milliseconds(Int(timeout * 1000)))
+        let cleared = answer["cleared"]?.arrayValue?.count ?? 0
+        let left = try await request.retainedTopics(of: subject)
+        for topic in left { try await request.client.publish(topic, payload: [], qos: .atLeastOnce, retain: true) }
+        let remaining = try await request.retainedTopics(of: subject)
+        await request.client.disconnect()
+        guard remaining.isEmpty else {
+            throw ExitCode(1, "retained topics still name '\(subject)': \(remaining.joined(separator: ", "))")
+        }
+        print(
+            #"{"subject":\#(JSONValue.string(subject).serialized()),"erased":true,"clearedByEvaluator":\#(cleared),"clearedAfter":\#(left.count)}"#
+        )
+    }
+}

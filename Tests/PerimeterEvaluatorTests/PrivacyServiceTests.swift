@@ -1,0 +1,243 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Testing
+
+/// The privacy gate end to end: a real mosquitto, a real evaluator process.
+@Suite("Privacy gate service", .serialized)
+struct PrivacyServiceTests {
+    static let hall = Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)
+    static let cafe = Venue.circle("cafe", lat: 48.861, lon: 2.336, radius: 12)
+    static let city = Venue.circle("city", lat: 48.86, lon: 2.336, radius: 20000)
+
+    static func privacy(sessions: JSONValue = [["subjects": "*", "level": "always"]]) -> JSONValue {
+        ["inUseGrace": 1, "heldMaxAge": 2, "defaultSessions": sessions]
+    }
+
+    static func start(sessions: JSONValue = [["subjects": "*", "level": "always"]]) async throws -> EvaluatorHarness {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([hall, cafe, city]), venue: ["privacy": privacy(sessions: sessions)])
+        try await harness.startEvaluator()
+        return harness
+    }
+
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    static func authorize(_ harness: EvaluatorHarness, _ subject: String, _ record: JSONValue) async throws {
+        try await harness.publish(harness.topics.authorization(subject: subject), record, retain: true)
+    }
+
+    /// Usage is dated when the evaluator receives it; the pause keeps the next fix's own time
+    /// after that.
+    static func use(_ harness: EvaluatorHarness, _ subject: String, _ inUse: Bool) async throws {
+        try await harness.publish(
+            "perimeter/v1/test/subjects/\(subject)/usage", ["inUse": .bool(inUse), "background": false])
+        try await Task.sleep(for: .milliseconds(150))
+    }
+
+    static func at(_ harness: EvaluatorHarness, _ subject: String, lat: Double, lon: Double = 2.336) async throws {
+        try await harness.publish(
+            harness.topics.gps(agent: subject),
+            ["t": .number(now()), "lat": .number(lat), "lon": .number(lon), "acc": 3])
+    }
+
+    static func events(_ harness: EvaluatorHarness, _ subject: String) -> [String] {
+        harness.transitions.filter { $0["subject"]?.stringValue == subject }.map { payload in
+            let held = payload["held"] == true ? " held" : ""
+            return "\(payload["event"]?.stringValue ?? "?") \(payload["region"]?.stringValue ?? "?")\(held)"
+        }
+    }
+
+    static func diagnostics(_ harness: EvaluatorHarness, _ subject: String) -> JSONObject? {
+        harness.messages("diagnostics").last { $0.topic.hasSuffix("/\(subject)") }?.json
+    }
+
+    @Test(
+        "provisional always: held, superseded, expired; the prompt once; an upgrade delivers held:true; a downgrade discards"
+    )
+    func provisionalAlways() async throws {
+        let harness = try await Self.start()
+        defer { Task { await harness.stop() } }
+        try await Self.authorize(harness, "ann", ["status": "provisionalAlways"])
+        try await Self.use(harness, "ann", true)
+        try await Self.at(harness, "ann", lat: 48.86)
+        try await harness.waitFor("enter hall and city, in use") { _ in Self.events(harness, "ann").count == 2 }
+        try await Self.use(harness, "ann", false)
+        try await Task.sleep(for: .milliseconds(1500))  // past the 1 s grace
+        try await Self.at(harness, "ann", lat: 48.86, lon: 2.40)  // exit hall: held
+        try await harness.waitFor("held: 1") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 1 }
+        try await Task.sleep(for: .milliseconds(3000))  // the held exit expires (heldMaxAge 2 s)
+        try await harness.waitFor("expired: 0 held") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 0 }
+        try await Self.at(harness, "ann", lat: 48.86)  // enter hall: held
+        try await Self.at(harness, "ann", lat: 48.861)  // exit hall supersedes it; enter cafe: held
+        try await harness.waitFor("held: 2") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 2 }
+        #expect(Set(Self.events(harness, "ann")) == ["enter hall", "enter city"], "nothing delivered while held")
+        // In use with held events: the prompt, once ever.
+        try await Self.use(harness, "ann", true)
+        try await Self.use(harness, "ann", false)
+        try await Self.use(harness, "ann", true)
+        try await harness.waitFor("the prompt") { messages in messages.contains { $0.topic.hasSuffix("/ann/prompt") } }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(harness.messages.filter { $0.topic.hasSuffix("/ann/prompt") }.count == 1)
+        #expect(harness.messages.first { $0.topic.hasSuffix("/ann/prompt") }?.json?["request"] == "always")
+        // The upgrade delivers what is held, marked, in order.
+        try await Self.authorize(harness, "ann", ["status": "always"])
+        try await harness.waitFor("held events delivered") { _ in Self.events(harness, "ann").count == 4 }
+        let delivered = Self.events(harness, "ann")
+        #expect(Set(delivered.prefix(2)) == ["enter hall", "enter city"])
+        #expect(Set(delivered.dropFirst(2)) == ["exit hall held", "enter cafe held"])
+
+        // A downgrade discards.
+        try await Self.authorize(harness, "bob", ["status": "provisionalAlways"])
+        try await Self.at(harness, "bob", lat: 48.86)
+        try await harness.waitFor("bob held (hall, city)") { _ in Self.diagnostics(harness, "bob")?["heldEvents"] == 2 }
+        try await Self.authorize(harness, "bob", ["status": "whenInUse"])
+        try await harness.waitFor("bob discarded") { _ in Self.diagnostics(harness, "bob")?["heldEvents"] == 0 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(Self.events(harness, "bob").isEmpty)
+        #expect(Self.diagnostics(harness, "bob")?["insufficientlyInUse"] == true)
+    }
+
+    @Test("the in-use grace window; allow once reverting; undetermined subjects dropped at ingest")
+    func inUseAndAllowOnce() async throws {
+        let harness = try await Self.start()
+        defer { Task { await harness.stop() } }
+        try await Self.authorize(harness, "dana", ["status": "whenInUse"])
+        try await Self.use(harness, "dana", true)
+        try await Self.use(harness, "dana", false)
+        try await Self.at(harness, "dana", lat: 48.86)  // within the 1 s grace: delivered
+        try await harness.waitFor("enter within the grace") { _ in Self.events(harness, "dana").count == 2 }
+        try await Task.sleep(for: .milliseconds(1500))
+        try await Self.at(harness, "dana", lat: 48.86, lon: 2.40)  // after it: not delivered, not held
+        try await harness.waitFor("insufficiently in use") { _ in
+            Self.diagnostics(harness, "dana")?["insufficientlyInUse"] == true
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(Set(Self.events(harness, "dana")) == ["enter hall", "enter city"])
+        #expect(Self.diagnostics(harness, "dana")?["heldEvents"] == 0)
+
+        // Allow once: in use, then not, then past the grace: the record reverts, republished.
+        try await Self.authorize(harness, "carl", ["status": "whenInUse", "temporary": true])
+        try await Self.use(harness, "carl", true)
+        try await Self.at(harness, "carl", lat: 48.86)
+        try await harness.waitFor("carl enters") { _ in Self.events(harness, "carl").count == 2 }
+        try await Self.use(harness, "carl", false)
+        try await harness.waitFor("carl's record reverts", timeout: .seconds(10)) { messages in
+            messages.contains {
+                $0.topic == harness.topics.authorization(subject: "carl") && $0.json?["status"] == "notDetermined"
+            }
+        }
+        try await harness.waitFor("carl unmonitored") { messages in
+            messages.contains { $0.topic.hasSuffix("/state/hall/carl") && $0.json?["state"] == "unmonitored" }
+        }
+        // Now undetermined: observations are dropped at ingest, and counted.
+        try await Self.at(harness, "carl", lat: 48.86, lon: 2.40)
+        try await harness.waitFor("the drop counted") { messages in
+            messages.contains {
+                $0.topic.hasSuffix("/stats") && $0.json?["privacyDrops"]?["authorizationNotDetermined"] != nil
+            }
+        }
+        #expect(Set(Self.events(harness, "carl")) == ["enter hall", "enter city"])
+    }
+
+    @Test("reduced accuracy: fixes snapped, small regions give accuracyLimited; sessions layer")
+    func reducedAccuracyAndSessions() async throws {
+        let harness = try await Self.start(sessions: [])
+        defer { Task { await harness.stop() } }
+        let root = "perimeter/v1/test/sessions"
+        try await harness.publish("\(root)/guide/basic", ["subjects": "*", "level": "whenInUse"], retain: true)
+        try await harness.publish(
+            "\(root)/nav/1", ["subjects": ["eve", "fay"], "level": "always", "fullAccuracyPurpose": "Navigation"],
+            retain: true)
+        try await Self.authorize(harness, "eve", ["status": "always", "accuracy": "reduced"])
+        try await Self.at(harness, "eve", lat: 48.861)  // in the 12 m cafe and the 20 km city
+        try await harness.waitFor("eve enters the city") { _ in Self.events(harness, "eve") == ["enter city"] }
+        let enter = try #require(harness.transitions.first { $0["subject"] == "eve" })
+        #expect(enter["fix"]?["acc"] == 5000, "the fix was coarsened")
+        #expect(enter["fix"]?["lat"]?.doubleValue != 48.861)
+        let eve = Self.diagnostics(harness, "eve")
+        #expect(eve?["accuracyLimited"] == true)
+        #expect(eve?["fullAccuracyDenied"] == true)
+
+        // Layered sessions: fay is covered at always by nav, at whenInUse by the basic one.
+        try await Self.authorize(harness, "fay", ["status": "always"])
+        try await Self.at(harness, "fay", lat: 48.86)
+        try await harness.waitFor("fay enters (nav asks for always)") { _ in
+            Self.events(harness, "fay").contains("enter hall")
+        }
+        try await harness.publish("\(root)/nav/1", text: "", retain: true)  // ends the full-accuracy session
+        try await Task.sleep(for: .milliseconds(300))
+        try await Self.at(harness, "fay", lat: 48.86, lon: 2.40)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(!Self.events(harness, "fay").contains("exit hall"), "only the when-in-use session is left")
+        #expect(Self.diagnostics(harness, "fay")?["serviceSessionRequired"] == false)
+        try await harness.publish("\(root)/guide/basic", text: "", retain: true)
+        try await harness.waitFor("no session left") { _ in
+            Self.diagnostics(harness, "fay")?["serviceSessionRequired"] == true
+        }
+    }
+
+    @Test("perimeter subjects show and erase: erase leaves no retained topic behind")
+    func erase() async throws {
+        let harness = try await Self.start()
+        defer { Task { await harness.stop() } }
+        try await Self.authorize(harness, "gus", ["status": "always"])
+        try await harness.publish(
+            "perimeter/v1/test/subjects/gus/preferences", ["defaultPlace": "cafe"], retain: true)
+        try await Self.at(harness, "gus", lat: 48.86)
+        try await harness.waitFor("gus enters") { _ in Self.events(harness, "gus").contains("enter hall") }
+        let shown = try await perimeterCLI(["subjects", "show", "gus", "--config", harness.configPath])
+        #expect(shown.status == .exited(0), "\(shown.stderr)")
+        let document = try JSONParser.parse(shown.stdout)
+        #expect(document["states"]?["hall"] == "inside")
+        #expect(document["status"] == "always")
+        #expect(document["diagnostics"]?["heldEvents"] == 0)
+        let erased = try await perimeterCLI(["subjects", "erase", "gus", "--config", harness.configPath])
+        #expect(erased.status == .exited(0), "\(erased.stderr)")
+        // A fresh look at the broker: nothing retained names gus.
+        let checker = try await harness.broker.connectedClient("checker")
+        try await checker.subscribe("perimeter/v1/test/#", qos: .atLeastOnce)
+        let retained = try await collect(checker, for: .milliseconds(800)).filter {
+            $0.retain && !$0.payload.isEmpty && $0.topic.split(separator: "/").contains("gus")
+        }
+        #expect(retained.map(\.topic) == [])
+        await checker.disconnect()
+        let after = try await perimeterCLI(["subjects", "show", "gus", "--config", harness.configPath])
+        let forgotten = try JSONParser.parse(after.stdout)
+        #expect(forgotten["states"] == [:])
+        #expect(forgotten["authorization"] == nil || forgotten["authorization"] == .null)
+    }
+}
+
+/// Runs the built `perimeter` and returns how it ended and what it printed.
+func perimeterCLI(
+    _ arguments: [String]
+) async throws -> (status: Subprocess.Termination, stdout: String, stderr: String) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let out = directory.appendingPathComponent("out").path
+    let err = directory.appendingPathComponent("err").path
+    let child = try Subprocess.spawn(
+        Products.executable("perimeter"), arguments, stdout: .file(out, append: false),
+        stderr: .file(err, append: false))
+    let status = try await withTimeout(.seconds(60), "perimeter \(arguments.joined(separator: " "))") {
+        await child.wait()
+    }
+    return (
+        status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+        (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+    )
+}
+
+/// Everything a client receives for a while.
+func collect(_ client: MQTTClient, for duration: Duration) async throws -> [MQTTMessage] {
+    let log = MessageLog()
+    let messages = client.messages
+    let reader = Task { for await message in messages { log.append(message) } }
+    try await Task.sleep(for: duration)
+    reader.cancel()
+    return log.all
+}
