@@ -266,12 +266,21 @@ public struct PrivacyGate: Sendable {
     public mutating func tick(now: Date) -> [PrivacyOutput] {
         state.now = max(state.now, now)
         var outputs: [PrivacyOutput] = []
+        // Only subjects whose answers time can change: held events that may expire, and usage
+        // that may be leaving its grace window (not every subject every second).
+        var changing: Set<String> = []
         for subject in state.held.keys.sorted() {
             let fresh = state.held[subject]!.filter { now.timeIntervalSince($0.t) <= settings.heldMaxAge }
             let expired = state.held[subject]!.count - fresh.count
             if expired > 0 {
                 state.counters["expired", default: 0] += expired
                 state.held[subject] = fresh.isEmpty ? nil : fresh
+                changing.insert(subject)
+            }
+        }
+        for (subject, marks) in state.usage {
+            if let last = marks.last, now.timeIntervalSince(last.t) <= settings.inUseGrace + 5 {
+                changing.insert(subject)
             }
         }
         for subject in state.usedSinceGrant.sorted() where !isInUse(subject, at: now) {
@@ -283,7 +292,7 @@ public struct PrivacyGate: Sendable {
             outputs.append(.authorization(subject: subject, record))
             outputs += apply(authorization: record, subject: subject, at: now)
         }
-        for subject in knownSubjects { outputs += refreshDiagnostics(subject, at: now) }
+        for subject in changing.sorted() { outputs += refreshDiagnostics(subject, at: now) }
         return outputs
     }
 
