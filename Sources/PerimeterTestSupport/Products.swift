@@ -94,3 +94,29 @@ public struct ChildFailure: Error, CustomStringConvertible {
     public init(message: String) { self.message = message }
     public var description: String { message }
 }
+
+/// Runs a built product (by default `perimeter`) with arguments and optional standard input;
+/// returns how it ended and what it wrote to standard output and standard error.
+public func runProduct(
+    _ arguments: [String], product: String = "perimeter", stdin: String? = nil, timeout: Duration = .seconds(60)
+) async throws -> (status: Subprocess.Termination, stdout: String, stderr: String) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-run-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let out = directory.appendingPathComponent("out").path
+    let err = directory.appendingPathComponent("err").path
+    var input: Subprocess.Stream = .null
+    if let stdin {
+        let path = directory.appendingPathComponent("in").path
+        try stdin.write(toFile: path, atomically: true, encoding: .utf8)
+        input = .input(path)
+    }
+    let child = try Subprocess.spawn(
+        Products.executable(product), arguments, stdin: input, stdout: .file(out, append: false),
+        stderr: .file(err, append: false))
+    let status = try await withTimeout(timeout, "\(product) \(arguments.joined(separator: " "))") { await child.wait() }
+    return (
+        status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+        (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+    )
+}

@@ -2,32 +2,13 @@ import Foundation
 import PerimeterKit
 import PerimeterTestSupport
 
-/// Runs the built `perimeter` with arguments (and optional standard input); returns how it
-/// ended and what it wrote to standard output and standard error.
+/// Runs the built `perimeter` with arguments (and optional standard input).
 func perimeter(
     _ arguments: [String], stdin: String? = nil, timeout: Duration = .seconds(60)
 ) async throws
     -> (status: Subprocess.Termination, stdout: String, stderr: String)
 {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let out = directory.appendingPathComponent("out").path
-    let err = directory.appendingPathComponent("err").path
-    var input: Subprocess.Stream = .null
-    if let stdin {
-        let path = directory.appendingPathComponent("in").path
-        try stdin.write(toFile: path, atomically: true, encoding: .utf8)
-        input = .input(path)
-    }
-    let child = try Subprocess.spawn(
-        Products.executable("perimeter"), arguments, stdin: input, stdout: .file(out, append: false),
-        stderr: .file(err, append: false))
-    let status = try await withTimeout(timeout, "perimeter \(arguments.joined(separator: " "))") { await child.wait() }
-    return (
-        status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-        (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-    )
+    try await runProduct(arguments, stdin: stdin, timeout: timeout)
 }
 
 /// A file in a fresh temporary directory.

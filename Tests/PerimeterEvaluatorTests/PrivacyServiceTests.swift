@@ -188,13 +188,13 @@ struct PrivacyServiceTests {
             "perimeter/v1/test/subjects/gus/preferences", ["defaultPlace": "cafe"], retain: true)
         try await Self.at(harness, "gus", lat: 48.86)
         try await harness.waitFor("gus enters") { _ in Self.events(harness, "gus").contains("enter hall") }
-        let shown = try await perimeterCLI(["subjects", "show", "gus", "--config", harness.configPath])
+        let shown = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath])
         #expect(shown.status == .exited(0), "\(shown.stderr)")
         let document = try JSONParser.parse(shown.stdout)
         #expect(document["states"]?["hall"] == "inside")
         #expect(document["status"] == "always")
         #expect(document["diagnostics"]?["heldEvents"] == 0)
-        let erased = try await perimeterCLI(["subjects", "erase", "gus", "--config", harness.configPath])
+        let erased = try await runProduct(["subjects", "erase", "gus", "--config", harness.configPath])
         #expect(erased.status == .exited(0), "\(erased.stderr)")
         // A fresh look at the broker: nothing retained names gus.
         let checker = try await harness.broker.connectedClient("checker")
@@ -204,32 +204,11 @@ struct PrivacyServiceTests {
         }
         #expect(retained.map(\.topic) == [])
         await checker.disconnect()
-        let after = try await perimeterCLI(["subjects", "show", "gus", "--config", harness.configPath])
+        let after = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath])
         let forgotten = try JSONParser.parse(after.stdout)
         #expect(forgotten["states"] == [:])
         #expect(forgotten["authorization"] == nil || forgotten["authorization"] == .null)
     }
-}
-
-/// Runs the built `perimeter` and returns how it ended and what it printed.
-func perimeterCLI(
-    _ arguments: [String]
-) async throws -> (status: Subprocess.Termination, stdout: String, stderr: String) {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let out = directory.appendingPathComponent("out").path
-    let err = directory.appendingPathComponent("err").path
-    let child = try Subprocess.spawn(
-        Products.executable("perimeter"), arguments, stdout: .file(out, append: false),
-        stderr: .file(err, append: false))
-    let status = try await withTimeout(.seconds(60), "perimeter \(arguments.joined(separator: " "))") {
-        await child.wait()
-    }
-    return (
-        status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-        (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-    )
 }
 
 /// Everything a client receives for a while.
