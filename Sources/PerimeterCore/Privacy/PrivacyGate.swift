@@ -201,6 +201,17 @@ public struct PrivacyGate: Sendable {
         verdict(subject: subject, at: t, precise: precise, canHold: false) == .deliver
     }
 
+    /// Rule 10: a location notification to the subject itself (UNLocationNotificationTrigger)
+    /// needs only when-in-use authorization and may fire while the subject is not in use; no
+    /// session is needed (consumers learn nothing). A precise region still needs full accuracy.
+    /// The notifier asks this; the event topics never carry what only this allows.
+    public func allowsSelfNotification(_ subject: String, precise: Bool) -> Bool {
+        switch status(of: subject) {
+        case .whenInUse, .always, .provisionalAlways: !(precise && isReduced(subject))
+        case .notDetermined, .denied, .restricted: false
+        }
+    }
+
     private mutating func promptIfDue(_ subject: String, at t: Date) -> [PrivacyOutput] {
         guard !(state.held[subject]?.isEmpty ?? true), !state.prompted.contains(subject), isInUse(subject, at: t)
         else { return [] }

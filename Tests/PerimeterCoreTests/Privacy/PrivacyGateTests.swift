@@ -214,6 +214,19 @@ struct PrivacyGateTests {
         #expect(flags(gate.tick(now: at(4))) == [], "unchanged: not published again")
     }
 
+    @Test(
+        "rule 10: notifications to the subject itself need only whenInUse, in use or not, with no session",
+        arguments: [
+            (AuthorizationStatus?.none, false, false), (.denied, false, false), (.restricted, false, false),
+            (.whenInUse, false, true), (.provisionalAlways, false, true), (.always, false, true),
+            (.whenInUse, true, false),
+        ] as [(AuthorizationStatus?, Bool, Bool)])
+    func selfNotification(status: AuthorizationStatus?, reduced: Bool, allowed: Bool) {
+        let gate = gate(status, sessions: [], reduced: reduced)
+        #expect(gate.allowsSelfNotification("ann", precise: true) == allowed)
+        #expect(!gate.isInUse("ann", at: at(1)), "not in use, no session: consumers get nothing")
+    }
+
     @Test("ranging: whenInUse only while in use, always at any time, never with reduced accuracy")
     func ranging() {
         var whenInUse = gate(.whenInUse)
