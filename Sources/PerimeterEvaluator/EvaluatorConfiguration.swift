@@ -46,6 +46,10 @@ public struct EvaluatorConfiguration: Sendable {
     /// A snapshot of the whole state is taken after this many journal rows (and at shutdown);
     /// the journal before it is dropped, so a restart replays at most this many rows.
     public var snapshotEvery: Int = 50_000
+    /// `host:port` of `/metrics` and `/healthz` (loopback); nil for none.
+    public var http: (host: String, port: Int)?
+    /// `/healthz` reports unhealthy when processing lags arrival by more than this.
+    public var healthMaxLag: Double = 30
     public var log: LogSettings
 
     public init(
@@ -80,6 +84,16 @@ public struct EvaluatorConfiguration: Sendable {
         let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
         let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
+        var http: (host: String, port: Int)?
+        if let text = reader.optionalString("evaluator.http") {
+            let parts = text.split(separator: ":")
+            if parts.count == 2, let port = Int(parts[1]), (0...65535).contains(port) {
+                http = (String(parts[0]), port)
+            } else {
+                reader.reject("evaluator.http", "expected host:port like 127.0.0.1:9464, got '\(text)'")
+            }
+        }
+        let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
         if prefix.isEmpty || prefix.hasSuffix("/") || prefix.contains(where: { "+#".contains($0) }) {
@@ -112,6 +126,8 @@ public struct EvaluatorConfiguration: Sendable {
             limits: InboundDecoder.Limits(maxPayloadBytes: maxPayload, maxBatch: maxBatch),
             statsInterval: statsInterval, tickInterval: tickInterval, sessionExpiry: sessionExpiry, log: log)
         configuration.snapshotEvery = snapshotEvery
+        configuration.http = http
+        configuration.healthMaxLag = healthMaxLag
         return configuration
     }
 

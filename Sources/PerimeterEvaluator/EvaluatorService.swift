@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterStore
 import Synchronization
 
 /// `perimeter evaluator`: observations in over MQTT; enter, exit, dwell, state, occupancy,
@@ -99,6 +100,8 @@ final class EvaluatorRuntime {
     /// Journal rows processed since the last snapshot.
     private var sinceSnapshot = 0
     private var snapshotSoon = false
+    /// `/metrics` (Prometheus text) and what `/healthz` reads.
+    let metrics = Metrics()
 
     /// What a snapshot holds: every venue's state and what the runtime needs to apply rows
     /// exactly as before (the regions files as last applied, the venue clocks).
@@ -128,6 +131,7 @@ final class EvaluatorRuntime {
         }
         self.topics = topics
         venueIDs = Set(topics.keys)
+        declareMetrics()
         try replay()
     }
 
@@ -225,6 +229,8 @@ final class EvaluatorRuntime {
                 topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
+        let server = try startHTTP(client)
+        defer { server?.stop() }
         // The broker may come up after us: keep trying (the client backs off), and say so.
         let patience = Task { [logger, endpoint = mqtt.endpoint] in
             while !Task.isCancelled {
@@ -348,6 +354,7 @@ final class EvaluatorRuntime {
                         switch output {
                         case .privacyDrop(_, let reason):
                             stats.privacyDrops[reason, default: 0] += 1
+                            metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "dropped"])
                             dropRow = true
                         case .erased(let subject, _):
                             // Its rows go too: states, journal and outbox rows that name it.
@@ -359,6 +366,11 @@ final class EvaluatorRuntime {
                         case .event(let event):
                             events.append(event)
                             stats.events[event.kind.rawValue, default: 0] += 1
+                            if event.kind != .state {
+                                metrics.add(
+                                    "perimeter_events_total", labels: ["venue": venue, "event": event.kind.rawValue])
+                                eventArrivals.append(row.received)
+                            }
                         default: break
                         }
                         for message in output.messages(topics: topics) {
@@ -372,6 +384,7 @@ final class EvaluatorRuntime {
                     toPublish += try store.commit(
                         seq: row.seq, venue: applied.venue, messages: messages, events: events)
                     stats.lastLag = Date().timeIntervalSince(row.received)
+                    metrics.set("perimeter_lag_seconds", stats.lastLag)
                 }
                 for seq in idleTicks { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", seq) }
             }
@@ -397,6 +410,7 @@ final class EvaluatorRuntime {
                 properties: MQTTProperties(messageExpiry: message.expiry, contentType: "application/json"))
         }
         guard !rows.isEmpty else { return }
+        let sent = Date()
         try await client.publish(
             batch: rows.map { row in
                 MQTTClient.Outgoing(
@@ -408,6 +422,80 @@ final class EvaluatorRuntime {
             })
         try store.markSent(rows.map(\.number))
         stats.published += rows.count
+        let acknowledged = Date()
+        metrics.observe("perimeter_delivery_seconds", acknowledged.timeIntervalSince(sent))
+        metrics.set("perimeter_outbox_pending", Double((try? store.unsentCount()) ?? 0))
+        for received in eventArrivals {
+            metrics.observe("perimeter_observation_to_event_seconds", acknowledged.timeIntervalSince(received))
+        }
+        eventArrivals.removeAll()
+    }
+
+    /// When the rows of the batch being published that produced transitions arrived.
+    private var eventArrivals: [Date] = []
+
+    private func declareMetrics() {
+        metrics.declare(
+            "perimeter_observations_total", .counter,
+            help: "Inbound messages by venue and result (accepted, rejected, dropped by the privacy gate).")
+        metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
+        metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
+        metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
+        metrics.declare("perimeter_queue_depth", .gauge, help: "Journalled messages not yet processed.")
+        metrics.declare(
+            "perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
+        let latencyBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+        metrics.declare(
+            "perimeter_observation_to_event_seconds", .histogram,
+            help: "From an observation's arrival to the PUBACK of the events it caused.", buckets: latencyBuckets)
+        metrics.declare(
+            "perimeter_delivery_seconds", .histogram, help: "From publishing an outbox batch to its last PUBACK.",
+            buckets: latencyBuckets)
+    }
+
+    /// Starts `/metrics` and `/healthz` when configured. Health: the broker connected, the
+    /// database writable (a write transaction opened and rolled back on a connection of its
+    /// own), processing lag below `healthMaxLag`.
+    private func startHTTP(_ client: MQTTClient) throws -> HTTPServer? {
+        guard let http = configuration.http else { return nil }
+        let metrics = metrics
+        let path = configuration.databasePath
+        let maxLag = configuration.healthMaxLag
+        let server = try HTTPServer(host: http.host, port: http.port) { request in
+            switch request {
+            case "/metrics":
+                metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
+                return HTTPServer.Response(
+                    contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
+            case "/healthz":
+                var problems: [String] = []
+                let connected = client.state.isConnected
+                if !connected { problems.append("broker: \(client.state)") }
+                var writable = true
+                do {
+                    let database = try Database(path: path)
+                    try database.execute("BEGIN IMMEDIATE; ROLLBACK")
+                } catch {
+                    writable = false
+                    problems.append("database: \(error)")
+                }
+                let lag = metrics.value("perimeter_lag_seconds") ?? 0
+                if lag > maxLag { problems.append("lag: \(lag) s > \(maxLag) s") }
+                let body: JSONValue = [
+                    "status": .string(problems.isEmpty ? "ok" : "unhealthy"), "brokerConnected": .bool(connected),
+                    "databaseWritable": .bool(writable), "lagSeconds": .number(lag),
+                    "problems": .array(problems.map(JSONValue.string)),
+                ]
+                return HTTPServer.Response(
+                    status: problems.isEmpty ? 200 : 503, contentType: "application/json",
+                    body: body.serialized() + "\n")
+            default:
+                return HTTPServer.Response(status: 404, body: "try /metrics or /healthz\n")
+            }
+        }
+        server.start()
+        logger.info("metrics and health", metadata: ["url": .string("http://\(http.host):\(server.port)/metrics")])
+        return server
     }
 
     /// Re-publishes what a previous run committed but never saw acknowledged.
@@ -489,6 +577,8 @@ final class EvaluatorRuntime {
                 return applied
             }
         }
+        let dropped = outputs.contains { if case .privacyDrop = $0 { true } else { false } }
+        if !dropped { metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "accepted"]) }
         return Applied(venue: venue, outputs: outputs)
     }
 
@@ -532,6 +622,7 @@ final class EvaluatorRuntime {
     private func reject(_ row: EvaluatorStore.InboxRow, venue: String, _ error: any Error) -> Applied {
         let code = (error as? InboundError)?.code ?? "error"
         stats.rejects[code, default: 0] += 1
+        metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "rejected"])
         let payload = String(decoding: row.payload.prefix(512), as: UTF8.self)
         let record: JSONValue = [
             "topic": .string(row.topic), "reason": .string("\(error)"), "code": .string(code),

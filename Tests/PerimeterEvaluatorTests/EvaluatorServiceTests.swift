@@ -327,3 +327,53 @@ struct EvaluatorServiceTests {
         #expect(stats.last { $0.topic.hasSuffix("/stats") }?.json?["instance"] == "t1")
     }
 }
+
+@Suite("Evaluator metrics and health", .serialized)
+struct EvaluatorHealthTests {
+    @Test("/metrics has the documented series; /healthz turns unhealthy when the broker stops, healthy when it returns")
+    func metricsAndHealth() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
+            evaluator: ["http": "127.0.0.1:0"])
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        try await harness.publish(
+            harness.topics.gps(agent: "v1"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.publish(harness.topics.gps(agent: "v1"), ["lat": "bad"])
+        try await harness.waitFor("enter") { $0.contains { $0.topic.hasSuffix("/enter/hall/v1") } }
+        try await Task.sleep(for: .milliseconds(300))
+        let metrics = try httpGet(port: port, path: "/metrics")
+        #expect(metrics.status == 200)
+        for series in [
+            #"perimeter_events_total{event="enter",venue="test"} 1"#,
+            #"perimeter_observations_total{result="accepted",venue="test"}"#,
+            #"perimeter_observations_total{result="rejected",venue="test"} 1"#,
+            "perimeter_outbox_pending 0", "perimeter_broker_connected 1",
+            #"perimeter_observation_to_event_seconds_bucket{le="+Inf"} 1"#, "perimeter_delivery_seconds_count",
+            "# TYPE perimeter_observation_to_event_seconds histogram",
+        ] {
+            #expect(metrics.body.contains(series), "missing \(series)")
+        }
+        let healthy = try httpGet(port: port, path: "/healthz")
+        #expect(healthy.status == 200)
+        #expect(try JSONParser.parse(healthy.body)["status"] == "ok")
+        await harness.broker.stop()
+        var unhealthy = (status: 0, body: "")
+        for _ in 0..<100 where unhealthy.status != 503 {
+            try await Task.sleep(for: .milliseconds(100))
+            unhealthy = try httpGet(port: port, path: "/healthz")
+        }
+        #expect(unhealthy.status == 503)
+        #expect(try JSONParser.parse(unhealthy.body)["brokerConnected"] == false)
+        try await harness.broker.restart()
+        var again = (status: 0, body: "")
+        for _ in 0..<150 where again.status != 200 {
+            try await Task.sleep(for: .milliseconds(100))
+            again = try httpGet(port: port, path: "/healthz")
+        }
+        #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Synchronization
+
+/// Counters, gauges and histograms with labels, written in the Prometheus text format
+/// (version 0.0.4) for a service's `/metrics`. Thread-safe: services update it from their
+/// work, the HTTP listener reads it.
+public final class Metrics: Sendable {
+    public enum Kind: String, Sendable { case counter, gauge, histogram }
+
+    struct Family: Sendable {
+        var kind: Kind
+        var help: String
+        var buckets: [Double]
+        /// Label set (sorted `name="value"` pairs) → value, or histogram state.
+        var values: [String: Double] = [:]
+        var histograms: [String: Histogram] = [:]
+    }
+
+    struct Histogram: Sendable {
+        var counts: [Int]
+        var sum = 0.0
+        var count = 0
+    }
+
+    private let families = Mutex<[String: Family]>([:])
+
+    public init() {}
+
+    /// Declares a series family (once; later declarations are ignored).
+    public func declare(_ name: String, _ kind: Kind, help: String, buckets: [Double] = []) {
+        families.withLock { families in
+            if families[name] == nil { families[name] = Family(kind: kind, help: help, buckets: buckets.sorted()) }
+        }
+    }
+
+    /// Adds to a counter (or a gauge).
+    public func add(_ name: String, _ value: Double = 1, labels: [String: String] = [:]) {
+        let key = Self.labelText(labels)
+        families.withLock { $0[name]?.values[key, default: 0] += value }
+    }
+
+    /// Sets a gauge.
+    public func set(_ name: String, _ value: Double, labels: [String: String] = [:]) {
+        let key = Self.labelText(labels)
+        families.withLock { $0[name]?.values[key] = value }
+    }
+
+    /// Records one observation in a histogram.
+    public func observe(_ name: String, _ value: Double, labels: [String: String] = [:]) {
+        let key = Self.labelText(labels)
+        families.withLock { families in
+            guard var family = families[name], family.kind == .histogram else { return }
+            var histogram =
+                family.histograms[key] ?? Histogram(counts: Array(repeating: 0, count: family.buckets.count))
+            for (index, bound) in family.buckets.enumerated() where value <= bound { histogram.counts[index] += 1 }
+            histogram.sum += value
+            histogram.count += 1
+            family.histograms[key] = histogram
+            families[name] = family
+        }
+    }
+
+    /// The current value of a counter or gauge series (for tests and health checks).
+    public func value(_ name: String, labels: [String: String] = [:]) -> Double? {
+        let key = Self.labelText(labels)
+        return families.withLock { $0[name]?.values[key] }
+    }
+
+    /// Everything, in the Prometheus text exposition format.
+    public func exposition() -> String {
+        let snapshot = families.withLock { $0 }
+        var text = ""
+        for name in snapshot.keys.sorted() {
+            let family = snapshot[name]!
+            text += "# HELP \(name) \(family.help)\n# TYPE \(name) \(family.kind.rawValue)\n"
+            switch family.kind {
+            case .counter, .gauge:
+                for key in family.values.keys.sorted() {
+                    text += "\(name)\(key.isEmpty ? "" : "{\(key)}") \(Self.number(family.values[key]!))\n"
+                }
+            case .histogram:
+                for key in family.histograms.keys.sorted() {
+                    let histogram = family.histograms[key]!
+                    let prefix = key.isEmpty ? "" : key + ","
+                    for (index, bound) in family.buckets.enumerated() {
+                        text += "\(name)_bucket{\(prefix)le=\"\(Self.number(bound))\"} \(histogram.counts[index])\n"
+                    }
+                    text += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(histogram.count)\n"
+                    text += "\(name)_sum\(key.isEmpty ? "" : "{\(key)}") \(Self.number(histogram.sum))\n"
+                    text += "\(name)_count\(key.isEmpty ? "" : "{\(key)}") \(histogram.count)\n"
+                }
+            }
+        }
+        return text
+    }
+
+    static func labelText(_ labels: [String: String]) -> String {
+        labels.sorted { $0.key < $1.key }.map { key, value in
+            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(
+                of: "\"", with: "\\\""
+            )
+            .replacingOccurrences(of: "\n", with: "\\n")
+            return "\(key)=\"\(escaped)\""
+        }.joined(separator: ",")
+    }
+
+    static func number(_ value: Double) -> String {
+        if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+}
