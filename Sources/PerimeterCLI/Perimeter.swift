@@ -11,7 +11,7 @@ public struct Perimeter: ParsableCommand {
         subcommands: [
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, RegionsCommand.self, LocateCommand.self,
             ReplayCommand.self,
-            AdvCommand.self, SubjectsCommand.self, BenchCommand.self,
+            AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 
     public init() {}

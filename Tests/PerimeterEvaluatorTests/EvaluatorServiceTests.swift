@@ -377,3 +377,84 @@ struct EvaluatorHealthTests {
         #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
     }
 }
+
+@Suite("perimeter doctor", .serialized)
+struct DoctorTests {
+    @Test("a healthy deployment: every check ok (anonymous dev broker: the ACL is a warning)")
+    func healthy() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        defer { Task { await harness.stop() } }
+        try await harness.startEvaluator()
+        let publisher = Task {
+            for _ in 0..<10 {
+                try? await Task.sleep(for: .milliseconds(200))
+                try? await harness.publish(
+                    harness.topics.gps(agent: "v1"),
+                    ["t": .number(Date().timeIntervalSince1970), "lat": 48.9, "lon": 2.336, "acc": 3])
+            }
+        }
+        let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "1.5"])
+        publisher.cancel()
+        #expect(result.status == .exited(0), "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        for expected in [
+            "ok   configuration: valid (1 venue(s))", "ok   venue test: 1 regions", "ok   database",
+            "ok   broker 127.0.0.1:", "ok   ACL test: may read observations",
+            "ok   ACL test: may write its dead-letter",
+            "warn ACL test: anonymous access with no ACL", "ok   clock: ",
+        ] {
+            #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
+        }
+    }
+
+    @Test("a broken deployment: an expired certificate and an unreachable broker, each with what to fix; exit 1")
+    func broken() async throws {
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]))
+        defer { Task { await harness.stop() } }
+        let expired = try makeExpiredCertificate(in: harness.directory)
+        await harness.broker.stop()
+        let result = try await runProduct([
+            "doctor", "--config", harness.configPath, "--set", "broker.tls.caFile=\(expired)", "--listen", "0.2",
+        ])
+        #expect(result.status == .exited(1))
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("FAIL TLS CA") && $0.contains("expired on 2020-02-01") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("FAIL broker 127.0.0.1:") && $0.contains("check broker.host/port") })
+        #expect(lines.contains { $0.hasPrefix("ok   database") })
+    }
+
+    /// A self-signed certificate valid only in January 2020 (openssl ca with explicit dates).
+    func makeExpiredCertificate(in directory: URL) throws -> String {
+        let ca = directory.appendingPathComponent("expired-ca")
+        try FileManager.default.createDirectory(at: ca, withIntermediateDirectories: true)
+        try "".write(to: ca.appendingPathComponent("index.txt"), atomically: true, encoding: .utf8)
+        try "01\n".write(to: ca.appendingPathComponent("serial"), atomically: true, encoding: .utf8)
+        let config = [
+            "[ ca ]", "default_ca = local", "[ local ]", "dir = \(ca.path)", "database = \(ca.path)/index.txt",
+            "serial = \(ca.path)/serial", "new_certs_dir = \(ca.path)", "default_md = sha256", "policy = anything",
+            "[ anything ]", "commonName = supplied",
+        ].joined(separator: "\n")
+        try config.write(to: ca.appendingPathComponent("ca.cnf"), atomically: true, encoding: .utf8)
+        guard let openssl = Subprocess.find("openssl") else {
+            throw ChildFailure(message: "openssl is not installed: apt-get install -y openssl")
+        }
+        for arguments in [
+            [
+                "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "\(ca.path)/key.pem", "-out", "\(ca.path)/req.pem",
+                "-subj", "/CN=expired",
+            ],
+            [
+                "ca", "-batch", "-config", "\(ca.path)/ca.cnf", "-selfsign", "-keyfile", "\(ca.path)/key.pem", "-in",
+                "\(ca.path)/req.pem", "-out", "\(ca.path)/cert.pem", "-startdate", "20200101000000Z", "-enddate",
+                "20200201000000Z",
+            ],
+        ] {
+            let child = try Subprocess.spawn(openssl, arguments, stdout: .null, stderr: .null)
+            guard child.waitBlocking() == .exited(0) else {
+                throw ChildFailure(message: "openssl \(arguments.first!) failed")
+            }
+        }
+        return "\(ca.path)/cert.pem"
+    }
+}

@@ -3,7 +3,6 @@ import PerimeterCore
 import PerimeterEvaluator
 import PerimeterKit
 import PerimeterMQTT
-import Synchronization
 
 /// `perimeter subjects show|erase ID`: what the evaluator holds about a subject, and erasure.
 struct SubjectsCommand: ParsableCommand {
@@ -16,15 +15,7 @@ struct SubjectsCommand: ParsableCommand {
 struct SubjectRequest {
     let client: MQTTClient
     let topics: Topics
-    let inbox: Inbox
-
-    /// Everything received, kept by one task for the life of the request (an MQTT message
-    /// stream ends when the task reading it is cancelled, so it is read in one place only).
-    final class Inbox: Sendable {
-        private let messages = Mutex<[MQTTMessage]>([])
-        func append(_ message: MQTTMessage) { messages.withLock { $0.append(message) } }
-        var all: [MQTTMessage] { messages.withLock { $0 } }
-    }
+    let inbox: MessageInbox
 
     static func connect(config: String?, settings: [String], venue: String?) async throws -> SubjectRequest {
         let reader = try ConfigReader(
@@ -43,9 +34,7 @@ struct SubjectRequest {
         let client = try MQTTClient(
             configuration.broker.mqttConfiguration(clientID: "perimeter-subjects-\(getpid())"))
         try await client.connect(timeout: .seconds(10))
-        let inbox = Inbox()
-        let messages = client.messages
-        Task { for await message in messages { inbox.append(message) } }
+        let inbox = MessageInbox(client)
         return SubjectRequest(client: client, topics: Topics(prefix: configuration.prefix, venue: chosen), inbox: inbox)
     }
 

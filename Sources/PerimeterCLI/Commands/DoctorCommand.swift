@@ -1,0 +1,202 @@
+import Foundation
+import PerimeterCore
+import PerimeterEvaluator
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterStore
+import Synchronization
+
+/// `perimeter doctor --config FILE`: checks a deployment and says what to fix.
+struct DoctorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Check a deployment: configuration, broker, TLS, credentials, ACL, database, clocks.",
+        discussion: """
+            Reads the evaluator's configuration and prints one line per finding: 'ok', 'warn' or
+            'FAIL', with what to fix. Probes are real: it connects with the configured
+            credentials (and TLS), checks the certificates' expiry with openssl, publishes to
+            topics the evaluator must be allowed to write and to one it must not
+            (subjects/_doctor/authorization, cleared again if the broker let it through),
+            subscribes to what it must read, opens the database for writing, and compares the
+            times of observations seen for a few seconds with this machine's clock.
+            Exit status 1 when anything failed.
+            """)
+
+    @Option(help: "The evaluator's configuration file.", valueName: "file")
+    var config: String?
+
+    @Option(help: "A setting, key=value (repeatable).", valueName: "key=value")
+    var set: [String] = []
+
+    @Option(help: "Seconds to listen for observations (clock skew).", valueName: "s")
+    var listen: Double = 3
+
+    final class Findings: Sendable {
+        private let lines = Mutex<[(String, String)]>([])
+        func ok(_ text: String) { add("ok  ", text) }
+        func warn(_ text: String) { add("warn", text) }
+        func fail(_ text: String) { add("FAIL", text) }
+        private func add(_ level: String, _ text: String) {
+            lines.withLock { $0.append((level, text)) }
+            print("\(level) \(text)")
+        }
+        var failed: Bool { lines.withLock { $0.contains { $0.0 == "FAIL" } } }
+    }
+
+    func run() async throws {
+        let findings = Findings()
+        let configuration: EvaluatorConfiguration
+        do {
+            let reader = try ConfigReader(
+                filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
+                environment: ProcessInfo.processInfo.environment, overrides: set)
+            configuration = try EvaluatorConfiguration.read(reader)
+            findings.ok("configuration: valid (\(configuration.venues.count) venue(s))")
+        } catch {
+            findings.fail("configuration: \(error)")
+            throw ExitCode(1)
+        }
+        checkRegions(configuration, findings)
+        checkCertificates(configuration.broker, findings)
+        checkDatabase(configuration.databasePath, findings)
+        await checkBroker(configuration, findings)
+        if findings.failed { throw ExitCode(1) }
+    }
+
+    private func checkRegions(_ configuration: EvaluatorConfiguration, _ findings: Findings) {
+        for venue in configuration.venues {
+            guard let path = venue.regionsPath else { continue }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                findings.fail("venue \(venue.settings.id): cannot read regions file \(path)")
+                continue
+            }
+            let document = RegionParser.parse(bytes: Array(data))
+            if document.problems.isEmpty {
+                findings.ok("venue \(venue.settings.id): \(document.regions.count) regions in \(path)")
+            } else {
+                findings.fail(
+                    "venue \(venue.settings.id): \(path): \(document.problems.map(\.description).joined(separator: "; "))"
+                )
+            }
+        }
+    }
+
+    /// Expiry of the configured CA and client certificates (openssl).
+    private func checkCertificates(_ broker: BrokerSettings, _ findings: Findings) {
+        for (name, path) in [("CA", broker.caFile), ("client certificate", broker.certificateFile)] {
+            guard let path else { continue }
+            guard let end = Self.certificateEnd(path) else {
+                findings.fail("TLS \(name) \(path): unreadable (openssl x509 could not read it)")
+                continue
+            }
+            let days = end.timeIntervalSinceNow / 86_400
+            if days < 0 {
+                findings.fail(
+                    "TLS \(name) \(path): expired on \(Timestamp.format(end)); renew it (deploy/mosquitto/make-certs.sh)"
+                )
+            } else if days < 30 {
+                findings.warn("TLS \(name) \(path): expires in \(Int(days)) days (\(Timestamp.format(end)))")
+            } else {
+                findings.ok("TLS \(name) \(path): valid until \(Timestamp.format(end))")
+            }
+        }
+    }
+
+    static func certificateEnd(_ path: String) -> Date? {
+        guard let openssl = Subprocess.find("openssl"),
+            let output = try? BaselineRunner.capture(
+                openssl, ["x509", "-in", path, "-noout", "-enddate"], quiet: true)
+        else { return nil }
+        guard
+            let text = output.split(separator: "=", maxSplits: 1).last?.trimmingCharacters(in: .whitespacesAndNewlines)
+        else { return nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "MMM d HH:mm:ss yyyy zzz"
+        return formatter.date(from: text.replacingOccurrences(of: "  ", with: " "))
+    }
+
+    private func checkDatabase(_ path: String, _ findings: Findings) {
+        do {
+            let database = try Database(path: path)
+            try database.execute("BEGIN IMMEDIATE; ROLLBACK")
+            findings.ok("database \(path): writable")
+        } catch {
+            findings.fail("database \(path): \(error); check the directory's owner and free space")
+        }
+    }
+
+    private func checkBroker(_ configuration: EvaluatorConfiguration, _ findings: Findings) async {
+        var mqtt = configuration.broker.mqttConfiguration(clientID: "perimeter-doctor-\(getpid())")
+        mqtt.backoff = .init(initial: .milliseconds(100), maximum: .milliseconds(500))
+        let client: MQTTClient
+        do {
+            client = try MQTTClient(mqtt)
+            try await client.connect(timeout: .seconds(5))
+        } catch {
+            let what = configuration.broker.username == nil ? "" : " as '\(configuration.broker.username!)'"
+            findings.fail(
+                "broker \(mqtt.endpoint)\(what): \(error); check broker.host/port, that mosquitto runs, TLS (broker.tls.*) and credentials"
+            )
+            return
+        }
+        defer { Task { await client.disconnect() } }
+        findings.ok(
+            "broker \(mqtt.endpoint): connected\(mqtt.tls == nil ? " (no TLS)" : " over TLS, certificate verified")"
+                + (configuration.broker.username.map { ", credentials for '\($0)' accepted" } ?? ", anonymously"))
+        if mqtt.tls == nil && configuration.broker.host != "127.0.0.1" && configuration.broker.host != "localhost" {
+            findings.warn("broker: plaintext MQTT to a non-loopback host; use the TLS listener (deploy/mosquitto)")
+        }
+        let log = MessageInbox(client)
+        defer { log.stop() }
+        for venue in configuration.venues.map(\.settings.id) {
+            let topics = Topics(prefix: configuration.prefix, venue: venue)
+            // Must be allowed: read observations, write what the evaluator publishes.
+            do {
+                let granted = try await client.subscribe("\(topics.root)/obs/+/+", qos: .atLeastOnce)
+                findings.ok("ACL \(venue): may read observations (granted QoS \(granted))")
+            } catch {
+                findings.fail("ACL \(venue): may not read \(topics.root)/obs/+/+: \(error); fix the acl_file")
+            }
+            do {
+                try await client.publish(
+                    "\(topics.root)/deadletter/evaluator", #"{"probe":"perimeter doctor"}"#, qos: .atLeastOnce)
+                findings.ok("ACL \(venue): may write its dead-letter topic")
+            } catch {
+                findings.fail(
+                    "ACL \(venue): may not write \(topics.root)/deadletter/evaluator: \(error); fix the acl_file")
+            }
+            // Must be denied: the consent service's records.
+            let forbidden = topics.authorization(subject: "_doctor")
+            do {
+                try await client.publish(forbidden, #"{"status":"denied"}"#, qos: .atLeastOnce, retain: true)
+                try? await client.publish(forbidden, payload: [], qos: .atLeastOnce, retain: true)
+                if configuration.broker.username == nil {
+                    findings.warn("ACL \(venue): anonymous access with no ACL: anyone may write authorization records")
+                } else {
+                    findings.fail("ACL \(venue): the evaluator may write \(forbidden); only the consent account should")
+                }
+            } catch {
+                findings.ok("ACL \(venue): authorization records are refused to this account")
+            }
+        }
+        // Clock skew: observation times against this machine's clock.
+        try? await Task.sleep(for: .milliseconds(Int(listen * 1000)))
+        let skews = log.all.filter { $0.topic.hasSuffix("/gps") || $0.topic.hasSuffix("/ble") }.compactMap { message in
+            (try? JSONParser.parse(message.payload))?["t"].flatMap { value -> Double? in
+                switch value {
+                case .number(let seconds): seconds
+                case .string(let text): Timestamp.parse(text)?.timeIntervalSince1970
+                default: nil
+                }
+            }.map { Date().timeIntervalSince1970 - $0 }
+        }
+        if let worst = skews.max(by: { abs($0) < abs($1) }) {
+            let text = "clock: \(skews.count) observations seen, worst offset \(String(format: "%.1f", worst)) s"
+            if abs(worst) > 5 { findings.warn(text + "; check NTP on the agents and here") } else { findings.ok(text) }
+        } else {
+            findings.warn("clock: no observation seen in \(listen) s; skew not measured")
+        }
+    }
+}
