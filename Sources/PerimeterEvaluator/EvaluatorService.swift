@@ -145,7 +145,15 @@ final class EvaluatorRuntime {
         var count = 0
         let started = ContinuousClock.now
         if let (seq, data) = try store.loadSnapshot() {
-            let snapshot = try VenueEvaluator.snapshotDecoder().decode(Snapshot.self, from: Data(data))
+            let snapshot: Snapshot
+            do {
+                snapshot = try VenueEvaluator.snapshotDecoder().decode(Snapshot.self, from: Data(data))
+            } catch {
+                throw EvaluatorError(
+                    "cannot read the state snapshot in \(configuration.databasePath) (written by another version?): \(error). "
+                        + "Restore the database from a backup taken with the version that wrote it, or run that version."
+                )
+            }
             for venue in configuration.venues {
                 if let state = snapshot.venues[venue.settings.id] {
                     venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, restoring: state)
@@ -514,6 +522,7 @@ final class EvaluatorRuntime {
 
     private func publishStats(_ client: MQTTClient, journal: InboundJournal) async {
         let depth = (try? store.database.scalar("SELECT count(*) FROM inbox WHERE seq > ?", cursor)?.int) ?? 0
+        metrics.set("perimeter_queue_depth", Double(depth ?? 0))
         let payload = stats.payload(
             queueDepth: depth ?? 0, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
             journalFailures: journal.failed.load(ordering: .relaxed))
