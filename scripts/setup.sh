@@ -4,7 +4,8 @@
 set -eu
 
 # mosquitto is needed as a program, not as Debian's system service: tests and `perimeter up`
-# run private brokers on free loopback ports.
+# run private brokers on free loopback ports. SecureBrokerTests also run openssl (through
+# deploy/mosquitto/make-certs.sh) and mosquitto_passwd, which comes with mosquitto.
 packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev pkg-config libxml2 openssl ca-certificates"
 missing=""
 for package in $packages; do
