@@ -419,7 +419,7 @@ final class EvaluatorRuntime {
         }
         guard !rows.isEmpty else { return }
         let sent = Date()
-        try await client.publish(
+        let receipt = try client.send(
             batch: rows.map { row in
                 MQTTClient.Outgoing(
                     topic: row.message.topic, payload: row.message.payload,
@@ -428,8 +428,22 @@ final class EvaluatorRuntime {
                         messageExpiry: row.message.expiry, contentType: "application/json",
                         userProperties: row.message.eventID.map { [UserProperty("event-id", $0)] } ?? []))
             })
-        try store.markSent(rows.map(\.number))
-        stats.published += rows.count
+        // QoS 1 rows in order: a refusal (the broker's ACL) is final — retrying would only
+        // repeat it — so the row is set aside (sent = 2) and said loudly, not retried forever.
+        let qosRows = rows.filter { $0.message.qos > 0 }
+        let outcomes = try await client.acknowledgements(receipt)
+        var refused: [Int64] = []
+        for (row, outcome) in zip(qosRows, outcomes) {
+            guard let outcome else { continue }
+            refused.append(row.number)
+            metrics.add("perimeter_publish_refused_total")
+            logger.error(
+                "the broker refused a publish; check the ACL (perimeter doctor)",
+                metadata: ["topic": .string(row.message.topic), "error": "\(outcome)"])
+        }
+        try store.markSent(rows.map(\.number).filter { !refused.contains($0) })
+        if !refused.isEmpty { try store.markRefused(refused) }
+        stats.published += rows.count - refused.count
         let acknowledged = Date()
         metrics.observe("perimeter_delivery_seconds", acknowledged.timeIntervalSince(sent))
         metrics.set("perimeter_outbox_pending", Double((try? store.unsentCount()) ?? 0))
@@ -448,6 +462,9 @@ final class EvaluatorRuntime {
             help: "Inbound messages by venue and result (accepted, rejected, dropped by the privacy gate).")
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
+        metrics.declare(
+            "perimeter_publish_refused_total", .counter,
+            help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
         metrics.declare("perimeter_queue_depth", .gauge, help: "Journalled messages not yet processed.")
         metrics.declare(

@@ -202,6 +202,13 @@ public final class EvaluatorStore {
         }
     }
 
+    /// Sets aside rows the broker refused (sent = 2): kept for inspection, never retried.
+    public func markRefused(_ numbers: [Int64]) throws {
+        try database.transaction {
+            for number in numbers { _ = try database.run("UPDATE outbox SET sent = 2 WHERE number = ?", number) }
+        }
+    }
+
     public func unsentCount() throws -> Int {
         try database.scalar("SELECT count(*) FROM outbox WHERE sent = 0")?.int ?? 0
     }

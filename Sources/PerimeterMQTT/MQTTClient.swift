@@ -138,6 +138,22 @@ public final class MQTTClient: Sendable {
         return receipt
     }
 
+    /// Waits for every QoS ≥ 1 message of `receipt` and says, per message in order, how its
+    /// acknowledgement went: nil when accepted, the error when refused (e.g. by the ACL).
+    /// Throws only when the client closes.
+    public func acknowledgements(_ receipt: Receipt) async throws -> [MQTTError?] {
+        var outcomes: [MQTTError?] = []
+        for (mid, topic) in receipt.pending {
+            do {
+                try await core.awaitCompletion(.packet(mid), topic: topic)
+                outcomes.append(nil)
+            } catch let error as MQTTError {
+                if case .publishRefused = error.kind { outcomes.append(error) } else { throw error }
+            }
+        }
+        return outcomes
+    }
+
     /// Waits until every QoS ≥ 1 message of `receipt` is acknowledged (PUBACK or PUBCOMP).
     public func acknowledged(_ receipt: Receipt) async throws {
         for (mid, topic) in receipt.pending { try await core.awaitCompletion(.packet(mid), topic: topic) }

@@ -311,6 +311,24 @@ struct SecureBrokerTests {
         for client in [operatorClient, consumer, consent] { await client.disconnect() }
     }
 
+    @Test("a batch with a refused message: each acknowledgement says how it went, in order, without throwing")
+    func batchAcknowledgements() async throws {
+        let broker = try await ProductionBroker.start()
+        defer { broker.stop() }
+        let evaluator = try await broker.connect("evaluator")
+        let receipt = try evaluator.send(batch: [
+            MQTTClient.Outgoing(topic: "perimeter/v1/museum/enter/hall/v1", payload: Array("{}".utf8)),
+            MQTTClient.Outgoing(topic: "perimeter/v1/museum/sessions/evaluator/s1", payload: Array("{}".utf8)),
+            MQTTClient.Outgoing(topic: "perimeter/v1/museum/exit/hall/v1", payload: Array("{}".utf8)),
+        ])
+        let outcomes = try await evaluator.acknowledgements(receipt)
+        #expect(outcomes.count == 3)
+        #expect(outcomes[0] == nil)
+        #expect(outcomes[1]?.kind == .publishRefused(0x87), "sessions belong to the consent account")
+        #expect(outcomes[2] == nil)
+        await evaluator.disconnect()
+    }
+
     @Test("privacy and operator topics belong to their accounts")
     func privacyAndAdminTopicsBelongToTheirAccounts() async throws {
         let broker = try await ProductionBroker.start()
