@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterTestSupport
@@ -327,6 +328,39 @@ struct SecureBrokerTests {
         #expect(outcomes[1]?.kind == .publishRefused(0x87), "sessions belong to the consent account")
         #expect(outcomes[2] == nil)
         await evaluator.disconnect()
+    }
+
+    @Test("perimeter doctor over TLS: the evaluator account passes; an account with a broken ACL is named")
+    func doctor() async throws {
+        let broker = try await ProductionBroker.start()
+        defer { broker.stop() }
+        func run(as account: String) async throws -> (status: Subprocess.Termination, lines: [String]) {
+            let config: JSONValue = [
+                "broker": [
+                    "host": "127.0.0.1", "port": .number(Double(broker.port)), "username": .string(account),
+                    "password": .string(broker.passwords[account] ?? ""),
+                    "tls": ["caFile": .string("\(broker.certificates)/ca.crt")],
+                ],
+                "evaluator": ["database": .string(broker.directory.appendingPathComponent("doctor.sqlite").path)],
+                "venues": ["museum": ["timeZone": "Europe/Paris"]],
+            ]
+            let path = broker.directory.appendingPathComponent("doctor-\(account).json").path
+            try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+            let result = try await runProduct(["doctor", "--config", path, "--listen", "0.2"])
+            return (result.status, result.stdout.split(separator: "\n").map(String.init))
+        }
+        let healthy = try await run(as: "evaluator")
+        #expect(healthy.status == .exited(0), "\(healthy.lines)")
+        #expect(
+            healthy.lines.contains {
+                $0.hasPrefix("ok   broker") && $0.contains("over TLS") && $0.contains("'evaluator' accepted")
+            })
+        #expect(healthy.lines.contains { $0.hasPrefix("ok   TLS CA") })
+        #expect(healthy.lines.contains { $0 == "ok   ACL museum: sessions are refused to this account" })
+        // The consent account standing in for the evaluator: it may write sessions — a finding.
+        let broken = try await run(as: "consent")
+        #expect(broken.status == .exited(1))
+        #expect(broken.lines.contains { $0.hasPrefix("FAIL ACL museum: the evaluator may write") }, "\(broken.lines)")
     }
 
     @Test("privacy and operator topics belong to their accounts")

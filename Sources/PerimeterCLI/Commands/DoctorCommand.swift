@@ -16,7 +16,7 @@ struct DoctorCommand: ParsableCommand {
             'FAIL', with what to fix. Probes are real: it connects with the configured
             credentials (and TLS), checks the certificates' expiry with openssl, publishes to
             topics the evaluator must be allowed to write and to one it must not
-            (subjects/_doctor/authorization, cleared again if the broker let it through),
+            (sessions/_doctor/_probe, empty and unretained),
             subscribes to what it must read, opens the database for writing, and compares the
             times of observations seen for a few seconds with this machine's clock.
             Exit status 1 when anything failed.
@@ -167,18 +167,18 @@ struct DoctorCommand: ParsableCommand {
                 findings.fail(
                     "ACL \(venue): may not write \(topics.root)/deadletter/evaluator: \(error); fix the acl_file")
             }
-            // Must be denied: the consent service's records.
-            let forbidden = topics.authorization(subject: "_doctor")
+            // Must be denied: the consent service's sessions (an empty, unretained probe: if it
+            // gets through it ends a session that does not exist).
+            let forbidden = "\(topics.root)/sessions/_doctor/_probe"
             do {
-                try await client.publish(forbidden, #"{"status":"denied"}"#, qos: .atLeastOnce, retain: true)
-                try? await client.publish(forbidden, payload: [], qos: .atLeastOnce, retain: true)
+                try await client.publish(forbidden, payload: [], qos: .atLeastOnce)
                 if configuration.broker.username == nil {
-                    findings.warn("ACL \(venue): anonymous access with no ACL: anyone may write authorization records")
+                    findings.warn("ACL \(venue): anonymous access with no ACL: anyone may write sessions and records")
                 } else {
                     findings.fail("ACL \(venue): the evaluator may write \(forbidden); only the consent account should")
                 }
             } catch {
-                findings.ok("ACL \(venue): authorization records are refused to this account")
+                findings.ok("ACL \(venue): sessions are refused to this account")
             }
         }
         // Clock skew: observation times against this machine's clock.
