@@ -96,7 +96,7 @@ public struct EvaluatorConfiguration: Sendable {
         let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
-        if prefix.isEmpty || prefix.hasSuffix("/") || prefix.contains(where: { "+#".contains($0) }) {
+        if prefix.isEmpty || prefix.hasSuffix("/") || prefix.utf8.contains(where: { $0 == 0x2B || $0 == 0x23 }) {
             reader.reject("topics.prefix", "must be a topic prefix like perimeter/v1 (no '+', '#' or trailing '/')")
         }
 
@@ -133,7 +133,7 @@ public struct EvaluatorConfiguration: Sendable {
 
     private static func readVenue(_ name: String, _ reader: ConfigReader) -> Venue? {
         let key = "venues.\(name)"
-        if name.isEmpty || name.contains(where: { "/+#".contains($0) }) || name.hasPrefix("_") {
+        if name.isEmpty || Topics.separator(in: name) != nil || name.hasPrefix("_") {
             reader.reject(key, "a venue id must be one topic level without '/', '+', '#', not starting with '_'")
         }
         let regions = reader.optionalString("\(key).regions")

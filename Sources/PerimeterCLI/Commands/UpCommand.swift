@@ -47,7 +47,7 @@ struct UpCommand: ParsableCommand {
         let regionsPath = reader.string("venue.regions", default: "config/venues/museum.geojson")
         let prefix = reader.string("topics.prefix", default: "perimeter/v1")
         let log = LogSettings.read(from: reader)
-        if venue.isEmpty || venue.contains(where: { "/+#".contains($0) }) {
+        if venue.isEmpty || Topics.separator(in: venue) != nil {
             reader.reject("venue.name", "must be a non-empty topic level without '/', '+' or '#'")
         }
         try reader.finish()

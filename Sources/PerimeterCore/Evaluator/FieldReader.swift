@@ -119,7 +119,7 @@ struct FieldReader {
     /// Why an id cannot stand in a topic level unencoded, nil when it can.
     static func topicSafetyProblem(_ id: String) -> String? {
         if id.isEmpty { return "the id is empty" }
-        if let bad = id.first(where: { $0 == "/" || $0 == "+" || $0 == "#" }) {
+        if let bad = Topics.separator(in: id) {
             return "the id '\(id)' holds '\(bad)', which topic levels cannot carry"
         }
         return nil

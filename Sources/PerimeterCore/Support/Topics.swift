@@ -18,20 +18,31 @@ public struct Topics: Sendable, Hashable {
     /// Everything of the venue: `perimeter/v1/museum/#`.
     public var all: String { "\(root)/#" }
 
+    /// The first topic separator or wildcard (`/`, `+`, `#`) in `text`, by bytes (a separator
+    /// followed by a combining mark is still a separator to the broker); nil when there is none.
+    public static func separator(in text: String) -> Character? {
+        text.utf8.first { $0 == 0x2F || $0 == 0x2B || $0 == 0x23 }.map { Character(UnicodeScalar($0)) }
+    }
+
     /// An id as one topic level: `/`, `+`, `#` and `%` percent-encoded.
+    ///
+    /// Works on bytes, not characters: a `/` followed by a combining mark is one Swift
+    /// `Character` but still a topic separator to the broker (found by fuzzing).
     public static func level(_ id: String) -> String {
-        guard id.contains(where: { $0 == "/" || $0 == "+" || $0 == "#" || $0 == "%" }) else { return id }
-        var encoded = ""
-        for character in id {
-            switch character {
-            case "/": encoded += "%2F"
-            case "+": encoded += "%2B"
-            case "#": encoded += "%23"
-            case "%": encoded += "%25"
-            default: encoded.append(character)
+        let special: (UInt8) -> Bool = { $0 == 0x2F || $0 == 0x2B || $0 == 0x23 || $0 == 0x25 }
+        guard id.utf8.contains(where: special) else { return id }
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(id.utf8.count + 8)
+        for byte in id.utf8 {
+            switch byte {
+            case 0x2F: encoded += Array("%2F".utf8)
+            case 0x2B: encoded += Array("%2B".utf8)
+            case 0x23: encoded += Array("%23".utf8)
+            case 0x25: encoded += Array("%25".utf8)
+            default: encoded.append(byte)
             }
         }
-        return encoded
+        return String(decoding: encoded, as: UTF8.self)
     }
 
     // Inbound
