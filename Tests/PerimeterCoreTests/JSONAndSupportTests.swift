@@ -53,6 +53,27 @@ struct JSONParserTests {
     }
 }
 
+@Suite("JSON numbers out of range")
+struct JSONRangeTests {
+    @Test(
+        "a number too large for a double is an error naming it, not infinity (found by fuzzing)",
+        arguments: ["24E688", "-1e999", "[1,2e400]"])
+    func outOfRange(text: String) {
+        do {
+            let value = try JSONParser.parse(text)
+            Issue.record("parsed \(value)")
+        } catch {
+            #expect("\(error)".contains("out of range"), "\(error)")
+        }
+    }
+
+    @Test("large but finite numbers and underflow to zero still parse")
+    func finite() throws {
+        #expect(try JSONParser.parse("1.7976931348623157e308") == .number(.greatestFiniteMagnitude))
+        #expect(try JSONParser.parse("1e-400") == .number(0))
+    }
+}
+
 @Suite("Support")
 struct SupportTests {
     @Test(

@@ -332,6 +332,9 @@ public struct JSONParser {
             }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             guard let value = Double(text) else { throw fail("invalid number '\(text)'", at: start) }
+            // JSON has no infinity: a number too large for a double is an error, not ±inf
+            // (which would serialise as null; found by fuzzing).
+            guard value.isFinite else { throw fail("number '\(text)' is out of range", at: start) }
             return value
         }
 
