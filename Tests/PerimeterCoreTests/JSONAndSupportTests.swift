@@ -157,10 +157,13 @@ struct SupportTests {
         #expect(
             topics.state(region: "Europe/Paris", subject: "a+b") == "perimeter/v1/museum/state/Europe%2FParis/a%2Bb")
         #expect(Topics.decodeLevel(Topics.level("50%/#x")) == "50%/#x")
-        // Found by fuzzing: a separator or '%' followed by a combining mark is one Character in
-        // Swift, but still a byte the broker reads as a separator.
-        for id in ["a/\u{301}b", "sitowntr%%%%\u{353}", "+\u{300}", "#\u{20DD}"] {
+        // Found by fuzzing: a separator or '%' next to a combining mark is one Character in
+        // Swift, but still a byte the broker reads as a separator; topics split on the byte too.
+        for id in ["a/\u{301}b", "sitowntr%%%%\u{353}", "+\u{300}", "#\u{20DD}", "\u{0595}", "a\u{070F}"] {
             let level = Topics.level(id)
+            let route = InboundDecoder.route(
+                topic: Topics(venue: "museum").gps(agent: id), prefix: "perimeter/v1", venues: ["museum"])
+            #expect(route == .gps(venue: "museum", agent: id), "\(id.debugDescription)")
             #expect(!level.utf8.contains { $0 == 0x2F || $0 == 0x2B || $0 == 0x23 }, "\(id.debugDescription)")
             #expect(Topics.decodeLevel(level) == id, "\(id.debugDescription)")
         }

@@ -37,8 +37,8 @@ public enum InboundDecoder {
     ///   - venues: the venue ids served.
     /// - Returns: nil when the topic is not one the evaluator reads (ignored, not an error).
     public static func route(topic: String, prefix: String, venues: Set<String>) -> InboundRoute? {
-        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
-        let root = prefix.split(separator: "/", omittingEmptySubsequences: false)
+        let levels = Self.levels(of: topic)
+        let root = Self.levels(of: prefix)
         if levels.count > root.count, levels.starts(with: root), !prefix.isEmpty {
             return venueRoute(levels.dropFirst(root.count), venues: venues)
         }
@@ -80,6 +80,24 @@ public enum InboundDecoder {
     }
 
     private static func id(_ level: Substring) -> String { Topics.decodeLevel(String(level)) }
+
+    /// A topic's levels, split on the byte `/`: a `/` next to a combining mark is one Swift
+    /// `Character` but still a separator to the broker (found by fuzzing).
+    static func levels(of topic: String) -> [Substring] {
+        let bytes = topic.utf8
+        var levels: [Substring] = []
+        var start = bytes.startIndex
+        var index = start
+        while index != bytes.endIndex {
+            if bytes[index] == 0x2F {
+                levels.append(Substring(bytes[start..<index]))
+                start = bytes.index(after: index)
+            }
+            index = bytes.index(after: index)
+        }
+        levels.append(Substring(bytes[start..<bytes.endIndex]))
+        return levels
+    }
 
     // MARK: Payloads
 
