@@ -363,6 +363,50 @@ struct SecureBrokerTests {
         #expect(broken.lines.contains { $0.hasPrefix("FAIL ACL museum: the evaluator may write") }, "\(broken.lines)")
     }
 
+    @Test("the evaluator service end to end over TLS with its credentials: an agent's fix becomes a consumer's event")
+    func evaluatorServiceOverTLS() async throws {
+        let broker = try await ProductionBroker.start()
+        defer { broker.stop() }
+        let regions: JSONValue = [
+            "type": "FeatureCollection",
+            "features": [
+                [
+                    "type": "Feature", "id": "hall", "properties": ["radius": 30],
+                    "geometry": ["type": "Point", "coordinates": [2.336, 48.86]],
+                ]
+            ],
+        ]
+        let regionsPath = broker.directory.appendingPathComponent("regions.geojson").path
+        try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        let config: JSONValue = [
+            "broker": [
+                "host": "127.0.0.1", "port": .number(Double(broker.port)), "username": "evaluator",
+                "password": .string(broker.passwords["evaluator"] ?? ""), "clientId": "perimeter-evaluator-tls",
+                "tls": ["caFile": .string("\(broker.certificates)/ca.crt")],
+            ],
+            "evaluator": ["database": .string(broker.directory.appendingPathComponent("evaluator.sqlite").path)],
+            "venues": ["museum": ["regions": .string(regionsPath), "privacy": ["open": true]]],
+        ]
+        let configPath = broker.directory.appendingPathComponent("evaluator.json").path
+        try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
+        let evaluator = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", configPath])
+        defer { evaluator.kill(SIGTERM) }
+        try await evaluator.waitForLine(containing: "evaluator running", timeout: .seconds(20))
+
+        let consumer = try await broker.connect("consumer")
+        _ = try await consumer.subscribe("perimeter/v1/museum/enter/#")
+        let agent = try await broker.connect("phone-a")
+        let fix: JSONValue = ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3]
+        try await agent.publish("perimeter/v1/museum/obs/phone-a/gps", fix.serialized(), qos: .atLeastOnce)
+        let received = try await nextMessages(consumer, count: 1, timeout: .seconds(15))
+        #expect(received.first?.topic == "perimeter/v1/museum/enter/hall/phone-a")
+        let event = try JSONParser.parse(received.first?.payload ?? [])
+        #expect(event["subject"] == "phone-a")
+        #expect(!evaluator.output.contains("refused a publish"), "the ACL lets the evaluator publish what it must")
+        await agent.disconnect()
+        await consumer.disconnect()
+    }
+
     @Test("privacy and operator topics belong to their accounts")
     func privacyAndAdminTopicsBelongToTheirAccounts() async throws {
         let broker = try await ProductionBroker.start()
