@@ -421,7 +421,7 @@ final class EvaluatorRuntime {
         let sent = Date()
         let receipt = try client.send(
             batch: rows.map { row in
-                MQTTClient.Outgoing(
+                MQTTMessage(
                     topic: row.message.topic, payload: row.message.payload,
                     qos: QoS(rawValue: Int32(row.message.qos)) ?? .atLeastOnce, retain: row.message.retain,
                     properties: MQTTProperties(

@@ -98,26 +98,6 @@ public final class MQTTClient: Sendable {
     /// every reconnect on which the broker did not resume the session.
     /// - Returns: the QoS the broker granted.
     /// - Throws: ``MQTTError`` for an invalid filter, a refused subscription, or `.closed`.
-    /// One message of a batch.
-    public struct Outgoing: Sendable {
-        public var topic: String
-        public var payload: [UInt8]
-        public var qos: QoS
-        public var retain: Bool
-        public var properties: MQTTProperties
-
-        public init(
-            topic: String, payload: [UInt8], qos: QoS = .atLeastOnce, retain: Bool = false,
-            properties: MQTTProperties = .none
-        ) {
-            self.topic = topic
-            self.payload = payload
-            self.qos = qos
-            self.retain = retain
-            self.properties = properties
-        }
-    }
-
     /// Messages handed to the network loop; ``acknowledged(_:)`` waits for their acknowledgements.
     public struct Receipt: Sendable {
         fileprivate var pending: [(mid: Int32, topic: String)] = []
@@ -127,7 +107,7 @@ public final class MQTTClient: Sendable {
     /// Sends every message in order and returns at once: a caller that must know when they
     /// are acknowledged awaits ``acknowledged(_:)`` (possibly elsewhere, so that sending the
     /// next messages does not wait for this batch's round trip).
-    public func send(batch: [Outgoing]) throws -> Receipt {
+    public func send(batch: [MQTTMessage]) throws -> Receipt {
         var receipt = Receipt()
         for message in batch {
             let mid = try core.sendPublish(
@@ -161,7 +141,7 @@ public final class MQTTClient: Sendable {
 
     /// Sends every message in order, then waits until each QoS ≥ 1 message is acknowledged:
     /// the acknowledgements overlap instead of costing a round trip each.
-    public func publish(batch: [Outgoing]) async throws {
+    public func publish(batch: [MQTTMessage]) async throws {
         try await acknowledged(send(batch: batch))
     }
 

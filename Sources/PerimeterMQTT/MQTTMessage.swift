@@ -43,7 +43,8 @@ public struct MQTTProperties: Sendable, Hashable {
     public var isEmpty: Bool { self == .none }
 }
 
-/// A message received from the broker. Topic and payload are copies owned by Swift.
+/// A message received from the broker (topic and payload are copies owned by Swift), or
+/// one to send in a batch (`MQTTClient.send(batch:)`).
 public struct MQTTMessage: Sendable, Hashable {
     public var topic: String
     public var payload: [UInt8]

@@ -318,9 +318,10 @@ struct SecureBrokerTests {
         defer { broker.stop() }
         let evaluator = try await broker.connect("evaluator")
         let receipt = try evaluator.send(batch: [
-            MQTTClient.Outgoing(topic: "perimeter/v1/museum/enter/hall/v1", payload: Array("{}".utf8)),
-            MQTTClient.Outgoing(topic: "perimeter/v1/museum/sessions/evaluator/s1", payload: Array("{}".utf8)),
-            MQTTClient.Outgoing(topic: "perimeter/v1/museum/exit/hall/v1", payload: Array("{}".utf8)),
+            MQTTMessage(topic: "perimeter/v1/museum/enter/hall/v1", payload: Array("{}".utf8), qos: .atLeastOnce),
+            MQTTMessage(
+                topic: "perimeter/v1/museum/sessions/evaluator/s1", payload: Array("{}".utf8), qos: .atLeastOnce),
+            MQTTMessage(topic: "perimeter/v1/museum/exit/hall/v1", payload: Array("{}".utf8), qos: .atLeastOnce),
         ])
         let outcomes = try await evaluator.acknowledgements(receipt)
         #expect(outcomes.count == 3)

@@ -269,7 +269,7 @@ struct BenchPipelineCommand: ParsableCommand {
         clientID: String, topic rewrite: ((String) -> String)? = nil
     ) async throws -> Published {
         let outgoing = messages.map {
-            MQTTClient.Outgoing(topic: rewrite?($0.topic) ?? $0.topic, payload: $0.payload, qos: qos)
+            MQTTMessage(topic: rewrite?($0.topic) ?? $0.topic, payload: $0.payload, qos: qos)
         }
         let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
         try await publisher.connect()
@@ -299,7 +299,7 @@ struct BenchPipelineCommand: ParsableCommand {
         _ messages: [(topic: String, payload: [UInt8])], rate: Double, endpoint: (host: String, port: Int), qos: QoS,
         clientID: String
     ) async throws -> Paced {
-        let outgoing = messages.map { MQTTClient.Outgoing(topic: $0.topic, payload: $0.payload, qos: qos) }
+        let outgoing = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: qos) }
         let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
         try await publisher.connect()
         var sent: [ContinuousClock.Instant] = []
