@@ -13,12 +13,14 @@ let package = Package(
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
+        .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
         .systemLibrary(
             name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -26,6 +28,8 @@ let package = Package(
         // Thin wrappers: the only importers of their C library.
         .target(name: "PerimeterMQTT", dependencies: ["CMosquitto"]),
         .target(name: "PerimeterStore", dependencies: ["CSQLite"]),
+        // TCP with TLS, HMAC-SHA256, HTTP and SMTP clients: the only importer of OpenSSL.
+        .target(name: "PerimeterNet", dependencies: ["COpenSSL"]),
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
@@ -35,11 +39,17 @@ let package = Package(
             name: "PerimeterEvaluator",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
+        // The notifier: rules, templates, outbox and channels around the core.
+        .target(
+            name: "PerimeterNotifier",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
+
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
+                "PerimeterNotifier",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -65,6 +75,10 @@ let package = Package(
             name: "PerimeterEvaluatorTests",
             dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "PerimeterNotifierTests",
+            dependencies: ["PerimeterNotifier", "PerimeterNet", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Peers")]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

@@ -2,7 +2,7 @@ import Foundation
 import PerimeterCore
 import Testing
 
-@Suite("Notification rules and templates")
+@Suite("LocationNotification rules and templates")
 struct NotifierRuleTests {
     static let channels: Set<String> = ["app", "ops"]
 

@@ -114,7 +114,9 @@ struct PrivacyGateTests {
         _ = gate.apply(usage: false, background: false, subject: "ann", at: at(10))
         #expect(describe(gate.gate(event(.exit, "hall", 100), precise: false)) == ["self exit hall @100"])
         #expect(describe(gate.gate(event(.enter, "cafe", 200), precise: false)) == ["self enter cafe @200"])
-        #expect(describe(gate.gate(event(.exit, "cafe", 300), precise: false)) == ["self exit cafe @300"], "replaces the cafe enter")
+        #expect(
+            describe(gate.gate(event(.exit, "cafe", 300), precise: false)) == ["self exit cafe @300"],
+            "replaces the cafe enter")
         #expect(gate.counters["superseded"] == 1)
         #expect(gate.diagnostics(of: "ann", at: at(300))["heldEvents"] == 2)
         // In use again with held events: the prompt, once ever.

@@ -16,7 +16,7 @@ public struct VenueConventions: Sendable, Hashable {
 }
 
 /// One rendered notification for one channel: what the outbox keeps and the channels send.
-public struct Notification: Sendable, Hashable {
+public struct LocationNotification: Sendable, Hashable {
     /// Event id + rule id: the idempotency key (`Idempotency-Key`, the MQTT record's `id`,
     /// the mail's Message-ID). The same event and rule always give the same key.
     public var key: String
@@ -64,14 +64,15 @@ public final class NotificationRenderer {
     public func render(
         _ rule: NotificationRule, event: NotifiedEvent, channel: String, recipientLocale: String?,
         venue: VenueConventions, regionName: String?
-    ) -> Notification {
+    ) -> LocationNotification {
         let locale = recipientLocale ?? venue.locale
         let name = regionName ?? event.region
         let context = Context(event: event, rule: rule, regionName: name, locale: locale, venue: venue)
         let (language, body) = rule.body.variant(for: locale)
         let title = rule.title.map { render($0.variant(for: locale).template, context) }
-        return Notification(
-            key: Notification.key(event: event.id, rule: rule.id), rule: rule.id, channel: channel, event: event,
+        return LocationNotification(
+            key: LocationNotification.key(event: event.id, rule: rule.id), rule: rule.id, channel: channel,
+            event: event,
             regionName: name, audience: rule.audience, locale: locale, language: language, title: title,
             body: render(body, context))
     }
