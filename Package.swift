@@ -49,7 +49,7 @@ let package = Package(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
-                "PerimeterNotifier",
+                "PerimeterNotifier", "PerimeterNet",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
