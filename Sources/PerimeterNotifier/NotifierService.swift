@@ -283,7 +283,7 @@ final class NotifierRuntime {
             let dropped = try store.erase(venue: venue, subject: levels[2])
             logger.notice(
                 "subject erased",
-                metadata: ["venue": .string(venue), "subject": .string(levels[2]), "pending": "\(dropped)"])
+                metadata: ["venue": .string(venue), "subject": .string(levels[2]), "notifications": "\(dropped)"])
         default: break
         }
         return 0

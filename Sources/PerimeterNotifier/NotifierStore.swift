@@ -160,13 +160,13 @@ public final class NotifierStore {
         }
     }
 
-    /// Forgets a subject (after the evaluator erased it): its locale, rule states and the
-    /// notifications not yet delivered.
+    /// Forgets a subject (after the evaluator erased it): its locale, rule states and every
+    /// notification about it (those not yet delivered are not sent). Returns the rows dropped.
     public func erase(venue: String, subject: String) throws -> Int {
         _ = try database.run("DELETE FROM preferences WHERE venue = ? AND subject = ?", venue, subject)
         _ = try database.run("DELETE FROM rule_state WHERE venue = ? AND subject = ?", venue, subject)
         return try database.run(
-            "DELETE FROM outbox WHERE venue = ? AND subject = ? AND state = 'pending'", venue, subject)
+            "DELETE FROM outbox WHERE venue = ? AND subject = ?", venue, subject)
     }
 
     // MARK: - Rule state

@@ -74,6 +74,27 @@ final class NotifierHarness: Sendable {
 
     func killNotifier() { process.withLock { $0?.kill(SIGKILL) } }
 
+    private let evaluator = Mutex<ChildProcess?>(nil)
+
+    /// Starts a real `perimeter evaluator` on the same broker and venue (privacy gate with its
+    /// defaults: nothing flows until subjects authorize and consumers declare sessions).
+    func startEvaluator(regions: String) async throws {
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        try regions.write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        let config: JSONValue = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-under-test"],
+            "evaluator": [
+                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
+            ],
+            "venues": .object(JSONObject([(Self.venue, JSONValue.object(["regions": .string(regionsPath)]))])),
+        ]
+        let path = directory.appendingPathComponent("evaluator.json").path
+        try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
+        evaluator.withLock { $0 = child }
+        try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
+    }
+
     var notifierOutput: String { process.withLock { $0?.output ?? "" } }
 
     /// Starts a test peer script from Peers/ with `python`; returns it and the port it printed.
@@ -141,6 +162,9 @@ final class NotifierHarness: Sendable {
     }
 
     func stop() async {
+        evaluator.withLock { child in
+            if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
         process.withLock { child in
             if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
         }

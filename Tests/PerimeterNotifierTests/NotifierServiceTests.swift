@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterCore
+import PerimeterKit
 import PerimeterMQTT
 import PerimeterTestSupport
 import Testing
@@ -106,6 +107,9 @@ struct NotifierServiceTests {
     func webhookRetries() async throws {
         let harness = try await NotifierHarness()
         do {
+            let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
+            let metricsPort = probe.port
+            probe.stop()
             let (retrying, retryPort) = try await harness.startPeer(
                 "webhook_receiver.py", ["--secret", secret, "--plan", "500,200"])
             let (limited, limitedPort) = try await harness.startPeer(
@@ -126,7 +130,7 @@ struct NotifierServiceTests {
                 channels: [
                     "retrying": hook(retryPort), "limited": hook(limitedPort), "broken": hook(brokenPort),
                     "gone": hook(gonePort),
-                ], notifier: ["maxAttempts": 3])
+                ], notifier: ["maxAttempts": 3, "http": .string("127.0.0.1:\(metricsPort)")])
             try await harness.startNotifier()
             for region in ["a", "b", "c", "d"] {
                 try await harness.publishEvent("enter", region: region, subject: "ann", t: t0, id: "ev-\(region)")
@@ -155,6 +159,17 @@ struct NotifierServiceTests {
             #expect(dead?["key"]?.stringValue == "ev-c:r3" && dead?["attempts"]?.intValue == 3)
             #expect(dead?["reason"]?.stringValue == "HTTP 503")
 
+            let metrics = try httpGet(port: metricsPort, path: "/metrics").body
+            for line in [
+                #"perimeter_notifications_total{channel="retrying",result="retried"} 1"#,
+                #"perimeter_notifications_total{channel="retrying",result="sent"} 1"#,
+                #"perimeter_notifications_total{channel="broken",result="dead"} 1"#,
+                #"perimeter_notifications_total{channel="gone",result="failed"} 1"#,
+                #"perimeter_notifier_outbox{state="dead"} 1"#,
+            ] {
+                #expect(metrics.contains(line), "\(line) in \(metrics)")
+            }
+            #expect(metrics.contains(#"perimeter_notification_latency_seconds_count{channel="limited"} 1"#))
             let status = try await runProduct(["notifier", "status", "--database", harness.databasePath])
             #expect(status.stdout.contains("broken"), "\(status.stdout) \(status.stderr)")
             #expect(status.stdout.contains("dead ") && status.stdout.contains("ev-c:r3"), "\(status.stdout)")
@@ -246,6 +261,47 @@ struct NotifierServiceTests {
             let decoded = Data(base64Encoded: bodyPart).map { String(decoding: $0, as: UTF8.self) } ?? ""
             #expect(decoded == "ann ist in foyer — 9:41\u{202F}AM\n")
             #expect(data.contains("Message-ID: <"))
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+
+    @Test("privacy rule 10 end to end: a whenInUse subject not in use gets its own notification; consumers get nothing")
+    func ruleTen() async throws {
+        let harness = try await NotifierHarness()
+        do {
+            try harness.configure(
+                rules: "["
+                    + rule(
+                        "own", channel: "app", regions: "cafe", #","audience":"subject","body":"Welcome, {subject}""#)
+                    + "," + rule("staff", channel: "app", regions: "cafe") + "]",
+                channels: ["app": ["type": "mqtt"]])
+            try await harness.startEvaluator(
+                regions:
+                    #"{"type":"FeatureCollection","features":[{"type":"Feature","id":"cafe","properties":{"radius":50},"geometry":{"type":"Point","coordinates":[2.3362,48.8604]}}]}"#
+            )
+            try await harness.startNotifier()
+            try await harness.publish("sessions/dashboard/1", #"{"subjects":"*","level":"always"}"#, retain: true)
+            try await harness.publish("subjects/ann/authorization", #"{"status":"whenInUse"}"#, retain: true)
+            try await harness.publish("subjects/bob/authorization", #"{"status":"denied"}"#, retain: true)
+            try await Task.sleep(for: .milliseconds(300))
+            let t = Int(Date().timeIntervalSince1970)
+            for subject in ["ann", "bob"] {
+                try await harness.publish("obs/\(subject)/gps", #"{"t":\#(t),"lat":48.8604,"lon":2.3362,"acc":3}"#)
+            }
+            try await harness.waitFor("ann's own notification") {
+                harness.payloads("notifications/app/ann").contains { $0["rule"]?.stringValue == "own" }
+            }
+            try await Task.sleep(for: .milliseconds(800))
+            let notes = harness.payloads("notifications/app/")
+            #expect(notes.map { $0["rule"]?.stringValue } == ["own"], "the consumers' rule does not fire")
+            #expect(notes.first?["body"]?.stringValue == "Welcome, ann")
+            #expect(harness.payloads("enter/").isEmpty, "consumers get no enter for a subject not in use")
+            #expect(harness.payloads("self/enter/cafe/ann").count == 1, "the evaluator's rule-10 topic")
+            let aboutBob = harness.messages.map(\.topic).filter { $0.hasSuffix("/bob") }
+            #expect(aboutBob == ["perimeter/v1/test/diagnostics/bob"], "a denied subject: only its diagnostics")
         } catch {
             await harness.stop()
             throw error
