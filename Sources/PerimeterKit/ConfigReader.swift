@@ -206,6 +206,36 @@ public final class ConfigReader {
         return raw.value
     }
 
+    /// A list of strings: a JSON array of strings (in the file, or as JSON text in a variable
+    /// or `--set` flag), or one string of comma-separated items (`a, b,c`; blanks around
+    /// items are dropped). Nil when unset; an empty list is a problem.
+    public func stringList(_ key: String) -> [String]? {
+        guard let raw = raw(key), !raw.value.isNull else { return nil }
+        var value = raw.value
+        // JSON text in a variable or flag; `[::1]:1883,…` is not JSON but a list of addresses.
+        if case .string(let text) = value, text.trimmingCharacters(in: .whitespaces).hasPrefix("["),
+            let parsed = try? JSONParser.parse(text)
+        {
+            value = parsed
+        }
+        let items: [String]
+        switch value {
+        case .string(let text):
+            items = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        case .array(let elements) where elements.allSatisfy({ $0.stringValue != nil }):
+            items = elements.compactMap(\.stringValue)
+        default:
+            problem(key, "expected a JSON array of strings or a comma-separated list, got \(Self.show(value))", raw)
+            return nil
+        }
+        if items.isEmpty {
+            problem(key, "the list is empty", raw)
+            return nil
+        }
+        record(key, items.joined(separator: ","), secret: false)
+        return items
+    }
+
     /// The names under `prefix` in the file and the `--set` flags: `venues` → `["museum", "zoo"]`
     /// for `venues.museum.*` and `venues.zoo.*` keys.
     public func children(of prefix: String) -> [String] {

@@ -25,6 +25,8 @@ final class ClientCore: @unchecked Sendable {
     /// Signalled to cut a backoff sleep short when stopping.
     let wake = DispatchSemaphore(value: 0)
     private let isV5: Bool
+    /// The configuration's endpoints, first to last; the loop goes round them.
+    let endpoints: [MQTTConfiguration.Endpoint]
 
     /// What a caller waits for after sending.
     enum Pending {
@@ -52,6 +54,8 @@ final class ClientCore: @unchecked Sendable {
         var stopRequested = false
         var loopExited = false
         var attempts = 0
+        /// Which of `endpoints` the loop is connected to or trying next.
+        var endpointIndex = 0
         var lastError: MQTTError?
         /// Subscriptions in the order they were made, with whether the broker confirmed them
         /// on the current session.
@@ -88,6 +92,7 @@ final class ClientCore: @unchecked Sendable {
         self.inbound = inbound
         self.onReceive = onReceive
         self.isV5 = configuration.protocolVersion == .v5
+        self.endpoints = configuration.endpoints
         let persistent = !configuration.cleanStart
         if persistent && configuration.clientID.isEmpty {
             throw MQTTError(
@@ -111,6 +116,11 @@ final class ClientCore: @unchecked Sendable {
 
     deinit {
         mosquitto_destroy(handle)
+    }
+
+    /// The endpoint connected to, or being tried next.
+    var currentEndpoint: MQTTConfiguration.Endpoint {
+        endpoints[state.withLock { $0.endpointIndex } % endpoints.count]
     }
 
     static func from(_ obj: UnsafeMutableRawPointer?) -> ClientCore {
@@ -399,7 +409,7 @@ final class ClientCore: @unchecked Sendable {
                     socketOpen = true
                 } else {
                     connectionFailed(
-                        MQTTError.library(rc, "mosquitto_connect_bind_v5", context: configuration.endpoint))
+                        MQTTError.library(rc, "mosquitto_connect_bind_v5", context: currentEndpoint.description))
                     continue
                 }
             }
@@ -411,7 +421,7 @@ final class ClientCore: @unchecked Sendable {
                     state.withLock { $0.lastError }.flatMap { error -> MQTTError? in
                         if case .connectionRefused = error.kind { return error }
                         return nil
-                    } ?? MQTTError.library(rc, "mosquitto_loop", context: configuration.endpoint)
+                    } ?? MQTTError.library(rc, "mosquitto_loop", context: currentEndpoint.description)
                 connectionFailed(error)
             }
         }
@@ -428,15 +438,18 @@ final class ClientCore: @unchecked Sendable {
         }
         // Connecting afresh each time (rather than mosquitto_reconnect) resends the CONNECT
         // properties; mosquitto_reconnect would drop the session expiry and lose the session.
+        let endpoint = currentEndpoint
         return mosquitto_connect_bind_v5(
-            handle, configuration.host, Int32(configuration.port), Int32(configuration.keepAlive), nil, properties)
+            handle, endpoint.host, Int32(endpoint.port), Int32(configuration.keepAlive), nil, properties)
     }
 
-    /// Records a failed or lost connection and sleeps for the backoff (cut short by a stop).
+    /// Records a failed or lost connection, moves on to the next endpoint (round robin) and
+    /// sleeps for the backoff (cut short by a stop).
     private func connectionFailed(_ error: MQTTError) {
-        let (attempt, watchers, state) = state.withLock { state in
+        let (attempt, watchers, state) = state.withLock { [endpoints] state in
             state.attempts += 1
             state.lastError = error
+            state.endpointIndex = (state.endpointIndex + 1) % endpoints.count
             dropConnectionBoundWaiters(&state)
             let next = ConnectionState.reconnecting(attempt: state.attempts, lastError: error.description)
             return (state.attempts, state.set(next), next)
@@ -502,7 +515,7 @@ final class ClientCore: @unchecked Sendable {
         guard rc == 0 else {
             let reason = isV5 ? MQTTError.reasonText(rc) : String(cString: mosquitto_connack_string(rc))
             let error = MQTTError(
-                .connectionRefused(rc), operation: "CONNACK", reason: reason, context: configuration.endpoint)
+                .connectionRefused(rc), operation: "CONNACK", reason: reason, context: currentEndpoint.description)
             let waiters = state.withLock { state in
                 state.lastError = error
                 defer { state.connectWaiters = [:] }

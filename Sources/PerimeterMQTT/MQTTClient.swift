@@ -46,6 +46,10 @@ public final class MQTTClient: Sendable {
         core.requestStop()
     }
 
+    /// The broker in use: the one connected to, or the one being tried next. With
+    /// ``MQTTConfiguration/alternates`` this moves round the endpoints as connections fail.
+    public var endpoint: MQTTConfiguration.Endpoint { core.currentEndpoint }
+
     /// The connection's current state.
     public var state: ConnectionState { core.state.withLock { $0.connection } }
 

@@ -72,8 +72,30 @@ public struct MQTTConfiguration: Sendable, Hashable {
         }
     }
 
+    /// One broker address.
+    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `host:port`.
+        public var description: String { "\(host):\(port)" }
+    }
+
     public var host: String
     public var port: Int
+    /// Further brokers, tried in turn after ``host``:``port`` (round robin, with the backoff)
+    /// after a failed connect or a lost connection: the other nodes of a cluster, or a
+    /// standby broker.
+    public var alternates: [Endpoint]
+
+    /// Every broker address, ``host``:``port`` first, then the ``alternates``.
+    public var endpoints: [Endpoint] { [Endpoint(host: host, port: port)] + alternates }
+
     public var clientID: String
     /// Seconds between PINGREQs when idle.
     public var keepAlive: Int
@@ -99,10 +121,12 @@ public struct MQTTConfiguration: Sendable, Hashable {
         host: String = "127.0.0.1", port: Int = 1883, clientID: String, keepAlive: Int = 30,
         username: String? = nil, password: String? = nil, tls: TLS? = nil,
         protocolVersion: ProtocolVersion = .v5, cleanStart: Bool = true, sessionExpiry: UInt32 = 3600,
-        will: Will? = nil, backoff: Backoff = Backoff(), inboundBufferSize: Int = 10_000, maxInflight: Int = 100
+        will: Will? = nil, backoff: Backoff = Backoff(), inboundBufferSize: Int = 10_000, maxInflight: Int = 100,
+        alternates: [Endpoint] = []
     ) {
         self.host = host
         self.port = port
+        self.alternates = alternates
         self.clientID = clientID
         self.keepAlive = keepAlive
         self.username = username
@@ -117,6 +141,7 @@ public struct MQTTConfiguration: Sendable, Hashable {
         self.maxInflight = maxInflight
     }
 
-    /// `host:port` for messages.
-    public var endpoint: String { "\(host):\(port)" }
+    /// The configured broker addresses for messages: `host:port`, or several separated by
+    /// commas when there are alternates (``MQTTClient/endpoint`` says which one is in use).
+    public var endpoint: String { endpoints.map(\.description).joined(separator: ",") }
 }

@@ -40,7 +40,7 @@ struct UpCommand: ParsableCommand {
         let reader = try ConfigReader(
             filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
             environment: ProcessInfo.processInfo.environment, overrides: set)
-        let embedded = reader.optionalString("broker.host") == nil
+        let embedded = !BrokerSettings.isConfigured(in: reader)
         var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-up-\(getpid())", embedded: embedded)
         if embedded { broker.host = "127.0.0.1" }
         let venue = reader.string("venue.name", default: "museum")

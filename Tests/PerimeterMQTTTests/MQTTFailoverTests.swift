@@ -1,0 +1,142 @@
+import Foundation
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+/// Failover across a list of brokers, against two real, independent mosquittos.
+///
+/// Two separate mosquittos share nothing: a persistent session lives on the broker that made
+/// it. So what the tests assert after a failover is that the client reaches the next broker,
+/// finds no session there (`sessionPresent` false), restores its subscriptions by itself and
+/// receives everything published there from then on at QoS 1; a publishing client fails over
+/// the same way. Messages published on the dead broker while nobody was connected stay on that
+/// broker (a cluster that shares sessions, such as NATS, does better: see BrokerTierTests).
+@Suite("MQTT client failover between brokers")
+struct MQTTFailoverTests {
+    func configuration(
+        _ name: String, _ first: MosquittoBroker, then others: [MosquittoBroker], firstPort: Int? = nil
+    ) -> MQTTConfiguration {
+        MQTTConfiguration(
+            host: "127.0.0.1", port: firstPort ?? first.port, clientID: "\(name)-\(UUID().uuidString.prefix(8))",
+            keepAlive: 5, cleanStart: false,
+            backoff: .init(initial: .milliseconds(50), maximum: .milliseconds(500)),
+            alternates: others.map { MQTTConfiguration.Endpoint(host: "127.0.0.1", port: $0.port) })
+    }
+
+    /// Waits until `client` is connected to `port`.
+    func waitUntilConnected(_ client: MQTTClient, to port: Int) async throws {
+        try await withTimeout(.seconds(10), "a connection to port \(port) (now \(client.endpoint): \(client.state))") {
+            for await state in client.connectionStates() where state.isConnected && client.endpoint.port == port {
+                return
+            }
+        }
+    }
+
+    /// Publishes on `topic` until `inbox` has it: the restored subscription is in place.
+    func publishUntilReceived(_ publisher: MQTTClient, _ inbox: Inbox, _ topic: String) async throws {
+        try await withTimeout(.seconds(10), "a message on \(topic) through the restored subscription") {
+            while !inbox.messages.contains(where: { $0.topic == topic }) {
+                try await publisher.publish(topic, "probe", qos: .atLeastOnce)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    @Test("kill the first broker: the client moves to the second and its QoS 1 subscription continues, and back")
+    func failoverAndBack() async throws {
+        let first = try await TestBroker.start()
+        let second = try await TestBroker.start()
+        let subscriber = try MQTTClient(configuration("sub", first, then: [second]))
+        let sender = try MQTTClient(configuration("send", first, then: [second]))
+        let inbox = Inbox(subscriber)
+        try await subscriber.connect(timeout: .seconds(5))
+        try await sender.connect(timeout: .seconds(5))
+        try await subscriber.subscribe("t/failover/#", qos: .atLeastOnce)
+        #expect(subscriber.endpoint.port == first.port)
+        #expect(subscriber.configuration.endpoint == "127.0.0.1:\(first.port),127.0.0.1:\(second.port)")
+
+        try await sender.publish("t/failover/x", "before", qos: .atLeastOnce)
+        try await inbox.waitFor("'before'") { $0.contains { $0.payloadString == "before" } }
+
+        first.kill()
+        try await waitUntilConnected(subscriber, to: second.port)
+        // The second broker never saw this client: no session there, so the client resubscribed.
+        #expect(subscriber.state == .connected(sessionPresent: false))
+        try await waitUntilConnected(sender, to: second.port)
+
+        let publisher = try await second.connectedClient("pub")
+        try await publishUntilReceived(publisher, inbox, "t/failover/probe")
+        let count = 100
+        for index in 0..<count { try await publisher.publish("t/failover/y", "after \(index)", qos: .atLeastOnce) }
+        // The sender, failed over too, publishes through the second broker.
+        try await sender.publish("t/failover/x", "from the sender", qos: .atLeastOnce)
+        let received = try await inbox.waitFor("\(count + 1) messages after the failover") {
+            $0.filter { $0.topic != "t/failover/probe" && $0.payloadString != "before" }.count >= count + 1
+        }.filter { $0.topic != "t/failover/probe" && $0.payloadString != "before" }
+        #expect(received.map(\.payloadString) == (0..<count).map { "after \($0)" } + ["from the sender"])
+        await publisher.disconnect()
+
+        // Round robin wraps: with the first broker back and the second gone, back to the first.
+        try await first.restart()
+        second.kill()
+        try await waitUntilConnected(subscriber, to: first.port)
+        let again = try await first.connectedClient("pub-again")
+        try await publishUntilReceived(again, inbox, "t/failover/wrapped")
+        #expect(subscriber.droppedMessages == 0)
+        await again.disconnect()
+        await sender.disconnect()
+        await subscriber.disconnect()
+        inbox.stop()
+        await first.stop()
+        await second.stop()
+    }
+
+    @Test("a refused first address is skipped: the client connects to the next one")
+    func deadFirstAddress() async throws {
+        let broker = try await TestBroker.start()
+        let unused = try MosquittoBroker.freeLoopbackPort()
+        let client = try MQTTClient(configuration("skip", broker, then: [broker], firstPort: unused))
+        try await client.connect(timeout: .seconds(5))
+        #expect(client.endpoint.port == broker.port)
+        #expect(client.configuration.endpoints.map(\.port) == [unused, broker.port])
+        await client.disconnect()
+        await broker.stop()
+    }
+}
+
+/// Everything a client receives, collected by one task (an `AsyncStream` ends for good when a
+/// task waiting on it is cancelled, so tests poll this instead of timing out on the stream).
+final class Inbox: Sendable {
+    private final class Storage: Sendable {
+        let messages = Mutex<[MQTTMessage]>([])
+    }
+    private let storage = Storage()
+    private let task: Task<Void, Never>
+
+    init(_ client: MQTTClient) {
+        let storage = self.storage
+        let messages = client.messages
+        task = Task {
+            for await message in messages { storage.messages.withLock { $0.append(message) } }
+        }
+    }
+
+    var messages: [MQTTMessage] { storage.messages.withLock { $0 } }
+
+    @discardableResult
+    func waitFor(
+        _ what: String, timeout: Duration = .seconds(10), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
+    ) async throws -> [MQTTMessage] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let current = messages
+            if condition(current) { return current }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TimeoutError(what: "\(what); got \(messages.map(\.payloadString).suffix(10))", timeout: timeout)
+    }
+
+    func stop() { task.cancel() }
+}
