@@ -80,6 +80,10 @@ let package = Package(
             dependencies: ["PerimeterNotifier", "PerimeterNet", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Peers")]),
         .testTarget(
+            name: "PerimeterBrokerTierTests",
+            dependencies: ["PerimeterKit", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Peers")]),
+        .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Fixtures")]),

@@ -1,0 +1,140 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Testing
+
+/// `deploy/mosquitto/bridge.conf` on a real venue mosquitto bridged to a real central one, with
+/// a real evaluator on the venue broker and a TCP proxy (a Python test peer) as the uplink.
+@Suite("Broker tier: a venue broker bridged to a central broker")
+struct MosquittoBridgeTests {
+    /// The repository's bridge configuration with the central address replaced; the reconnect
+    /// backoff is shortened (1 s to 2 s instead of 2 s to 30 s) so that the test does not wait
+    /// up to 30 s after the uplink returns.
+    static func bridgeConfiguration(centralPort: Int) throws -> [String] {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/bridge.conf").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var replaced = 0
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            if line.hasPrefix("address ") {
+                replaced += 1
+                return "address 127.0.0.1:\(centralPort)"
+            }
+            if line.hasPrefix("restart_timeout ") {
+                replaced += 1
+                return "restart_timeout 1 2"
+            }
+            return String(line)
+        }
+        guard replaced == 2 else {
+            throw ChildFailure(message: "\(path): expected one 'address' and one 'restart_timeout' line")
+        }
+        return lines
+    }
+
+    @Test("uplink cut for 60 s: the venue keeps working and no event is lost centrally after it returns")
+    func uplinkCut() async throws {
+        let central = try await TestBroker.start()
+        let proxy = try ChildProcess(try Tier.python(), ["-u", try Tier.peer("uplink_proxy.py"), "\(central.port)"])
+        let ready = try await proxy.waitForLine(containing: "ready", timeout: .seconds(10))
+        let proxyPort = try #require(Int(ready.split(separator: " ").last ?? ""))
+        let venue = try await TestBroker.start(
+            extraConfiguration: try Self.bridgeConfiguration(centralPort: proxyPort))
+        let directory = try Tier.directory("bridge")
+
+        // The central consumer keeps a persistent session, as a real one would.
+        var centralConfiguration = central.clientConfiguration("central-consumer", cleanStart: false)
+        centralConfiguration.sessionExpiry = 3600
+        let consumer = try MQTTClient(centralConfiguration)
+        let centralInbox = Inbox(consumer)
+        try await consumer.connect(timeout: .seconds(5))
+        for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
+        try await consumer.subscribe("perimeter/v1/_bridges/+/state", qos: .atLeastOnce)
+        do {
+            try await centralInbox.waitFor("the bridge's state 1 on the central broker") {
+                $0.last { $0.topic == "perimeter/v1/_bridges/museum/state" }?.payloadString == "1"
+            }
+        } catch {
+            throw ChildFailure(
+                message:
+                    "\(error); venue broker: \(venue.log.suffix(1500)); central: \(central.log.suffix(1500)); proxy: \(proxy.output)"
+            )
+        }
+
+        let observer = try await venue.connectedClient("venue-observer")
+        let venueInbox = Inbox(observer)
+        for filter in Tier.transitionFilters { try await observer.subscribe(filter, qos: .atLeastOnce) }
+        let publisher = try await venue.connectedClient("agent")
+        let evaluator = try await Tier.startEvaluator(
+            try Tier.evaluatorConfiguration(
+                in: directory, broker: ["host": "127.0.0.1", "port": .number(Double(venue.port))]))
+
+        // Uplink up: events reach the central broker.
+        let t0 = Int(Date().timeIntervalSince1970)
+        let before = (1...3).map { "before-\($0)" }
+        for (index, subject) in before.enumerated() { try await Tier.visit(publisher, subject: subject, t: t0 + index) }
+        try await centralInbox.waitFor("the first events centrally") {
+            Set($0.compactMap(Transition.init).map(\.description)) == enterAndExit(before)
+        }
+
+        // Uplink down for 60 s. The venue keeps producing events; none can reach the centre.
+        proxy.subprocess.signal(SIGUSR1)
+        try await proxy.waitForLine(containing: "down")
+        let cutAt = ContinuousClock.now
+        try await centralInbox.waitFor("the bridge's last will (state 0) on the central broker") {
+            $0.last { $0.topic == "perimeter/v1/_bridges/museum/state" }?.payloadString == "0"
+        }
+        var during: [String] = []
+        var round = 0
+        while ContinuousClock.now < cutAt + .seconds(55) {
+            let subjects = ["during-\(round)-a", "during-\(round)-b"]
+            for (index, subject) in subjects.enumerated() {
+                try await Tier.visit(publisher, subject: subject, t: t0 + 10 + round * 2 + index)
+            }
+            during += subjects
+            round += 1
+            try await Task.sleep(for: .seconds(5))
+        }
+        let expected = enterAndExit(before + during)
+        try await venueInbox.waitFor("every event on the venue broker while the uplink is down") {
+            Set($0.compactMap(Transition.init).map(\.description)) == expected
+        }
+        let centralDuringCut = Set(centralInbox.transitions.map(\.subject)).filter { $0.hasPrefix("during") }
+        #expect(centralDuringCut.isEmpty, "events crossed a cut uplink: \(centralDuringCut)")
+        try await Task.sleep(until: cutAt + .seconds(60))
+
+        // Uplink back: the bridge's queue drains; the centre sees everything the venue saw.
+        proxy.subprocess.signal(SIGUSR2)
+        try await proxy.waitForLine(containing: "up")
+        let venueIDs = Set(venueInbox.transitions.map(\.id))
+        try await centralInbox.waitFor("every venue event on the central broker", timeout: .seconds(30)) {
+            Set($0.compactMap(Transition.init).map(\.id)).isSuperset(of: venueIDs)
+        }
+        let centralTransitions = centralInbox.transitions
+        #expect(Set(centralTransitions.map(\.id)).isSuperset(of: venueIDs))
+        #expect(Set(centralTransitions.map(\.description)) == expected)
+        #expect(venueIDs.count == expected.count)
+        // MQTT 5 bridging keeps the event-id user property on the central copies.
+        let withProperty = centralInbox.messages.filter { message in
+            guard let transition = Transition(message) else { return false }
+            return message.properties.userProperties.contains { $0.name == "event-id" && $0.value == transition.id }
+        }
+        #expect(withProperty.count == centralInbox.messages.compactMap(Transition.init).count)
+        try await centralInbox.waitFor("the bridge's state 1 again") {
+            $0.last { $0.topic == "perimeter/v1/_bridges/museum/state" }?.payloadString == "1"
+        }
+
+        evaluator.kill(SIGTERM)
+        proxy.kill(SIGTERM)
+        venueInbox.stop()
+        centralInbox.stop()
+        await publisher.disconnect()
+        await observer.disconnect()
+        await consumer.disconnect()
+        await venue.stop()
+        await central.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Testing
+
+/// The evaluator, unchanged, on a three-node NATS cluster speaking MQTT 3.1.1.
+///
+/// What is asserted: the evaluator starts on NATS with `broker.protocol = 3.1.1` and
+/// `broker.hosts` listing the three nodes; it is connected to the first; after that node is
+/// killed with SIGKILL it reconnects to another node (seen in that node's `/connz`) and
+/// resumes its persistent session there (the session lives in JetStream, replicated to the
+/// three nodes); every transition for observations published before and after the kill
+/// reaches a QoS 1 subscriber on a surviving node, deduplicated by event id, exactly the set a
+/// fault-free run gives (one enter and one exit per subject).
+@Suite("Broker tier: a three-node NATS cluster with MQTT")
+struct NATSClusterTests {
+    static func client(_ name: String, port: Int, cleanStart: Bool = true) -> MQTTConfiguration {
+        MQTTConfiguration(
+            host: "127.0.0.1", port: port, clientID: "\(name)-\(UUID().uuidString.prefix(8))", keepAlive: 5,
+            protocolVersion: .v311, cleanStart: cleanStart,
+            backoff: .init(initial: .milliseconds(100), maximum: .seconds(1)))
+    }
+
+    @Test("kill -9 the node the evaluator is connected to: it reconnects to another and loses nothing at QoS 1")
+    func nodeLoss() async throws {
+        let cluster = try await NATSCluster.start()
+        let directory = try Tier.directory("nats-evaluator")
+        let hosts = cluster.nodes.map { "127.0.0.1:\($0.mqttPort)" }.joined(separator: ",")
+        let clientID = "perimeter-evaluator-tier"
+        let configPath = try Tier.evaluatorConfiguration(
+            in: directory, broker: ["hosts": .string(hosts), "protocol": "3.1.1", "clientId": .string(clientID)])
+        // JetStream creates the MQTT streams on the first connection; subscribing makes a
+        // durable consumer per filter, which takes a while on a busy machine.
+        let evaluator = try await Tier.startEvaluator(configPath, timeout: .seconds(60))
+
+        // The consumer and the agent sit on the nodes that stay up.
+        let consumer = try MQTTClient(Self.client("consumer", port: cluster.nodes[2].mqttPort, cleanStart: false))
+        let inbox = Inbox(consumer)
+        try await consumer.connect(timeout: .seconds(20))
+        for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
+        let publisher = try MQTTClient(Self.client("agent", port: cluster.nodes[1].mqttPort))
+        try await publisher.connect(timeout: .seconds(20))
+
+        #expect(cluster.node(of: clientID) == 0, "the evaluator should be on the first node of broker.hosts")
+
+        let t0 = Int(Date().timeIntervalSince1970)
+        let before = (1...5).map { "before-\($0)" }
+        for (index, subject) in before.enumerated() { try await Tier.visit(publisher, subject: subject, t: t0 + index) }
+        try await inbox.waitFor("the events before the kill", timeout: .seconds(30)) {
+            Set($0.compactMap(Transition.init).map(\.description)) == enterAndExit(before)
+        }
+
+        try await cluster.waitUntilReplicated()
+        cluster.kill(0)
+        let after = (1...5).map { "after-\($0)" }
+        for (index, subject) in after.enumerated() {
+            try await Tier.visit(publisher, subject: subject, t: t0 + 10 + index)
+        }
+        let deadline = ContinuousClock.now + .seconds(20)
+        var node: Int?
+        while ContinuousClock.now < deadline {
+            node = cluster.node(of: clientID)
+            if node != nil { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(node == 1 || node == 2, "the evaluator did not reconnect to a surviving node")
+
+        let expected = enterAndExit(before + after)
+        do {
+            try await inbox.waitFor("every event after the node loss", timeout: .seconds(40)) {
+                Set($0.compactMap(Transition.init).map(\.description)) == expected
+            }
+        } catch {
+            let problems = cluster.logs.split(separator: "\n").filter { $0.contains("[ERR]") || $0.contains("[WRN]") }
+            Issue.record(
+                "\(error); evaluator said: \(evaluator.output.suffix(3000)); NATS said: \(problems.suffix(30).joined(separator: "\n"))"
+            )
+            try? (evaluator.output + "\n" + cluster.logs).write(
+                toFile: "/tmp/nats-diag.txt", atomically: true, encoding: .utf8)
+        }
+        let transitions = inbox.transitions
+        #expect(Set(transitions.map(\.description)) == expected)
+        // Deduplicated by id, one event per (subject, transition): ids are deterministic.
+        #expect(Set(transitions.map(\.id)).count == expected.count)
+        #expect(evaluator.subprocess.isRunning)
+
+        evaluator.kill(SIGTERM)
+        inbox.stop()
+        await publisher.disconnect()
+        await consumer.disconnect()
+        await cluster.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}

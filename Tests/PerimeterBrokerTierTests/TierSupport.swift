@@ -1,0 +1,151 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+
+/// What the broker-tier tests share: a one-region venue, a real `perimeter evaluator` process
+/// configured for a given broker, observations that make a subject enter and leave, and a
+/// collector of received messages.
+enum Tier {
+    static let venue = "test"
+    static let root = "perimeter/v1/test"
+
+    /// A fresh temporary directory.
+    static func directory(_ name: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E;
+    /// everyone authorized) with the given `broker.*` settings; returns its path.
+    static func evaluatorConfiguration(in directory: URL, broker: JSONObject) throws -> String {
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        let regions: JSONValue = [
+            "type": "FeatureCollection",
+            "features": [
+                [
+                    "type": "Feature", "id": "hall", "properties": ["radius": 50],
+                    "geometry": ["type": "Point", "coordinates": [13.0, 45.0]],
+                ]
+            ],
+        ]
+        try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        let venueSettings: JSONValue = ["regions": .string(regionsPath), "privacy": ["open": true]]
+        let config: JSONValue = [
+            "broker": .object(broker),
+            "evaluator": [
+                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
+                "statsInterval": 1, "instance": "tier",
+            ],
+            "venues": .object(JSONObject([(venue, venueSettings)])),
+            "log": ["level": "info"],
+        ]
+        let path = directory.appendingPathComponent("evaluator.json").path
+        try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// Starts `perimeter evaluator` and waits until it has subscribed.
+    static func startEvaluator(_ configPath: String, timeout: Duration = .seconds(30)) async throws -> ChildProcess {
+        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", configPath])
+        try await child.waitForLine(containing: "evaluator running", timeout: timeout)
+        return child
+    }
+
+    /// Publishes two fixes for `subject`: inside the hall at `t`, 1.1 km away at `t + 1`, so the
+    /// evaluator emits exactly one enter and one exit.
+    static func visit(_ publisher: MQTTClient, subject: String, t: Int) async throws {
+        for (offset, lat) in [(0, 45.0), (1, 45.01)] {
+            try await publisher.publish(
+                "\(root)/obs/agent-1/gps",
+                #"{"subject":"\#(subject)","t":\#(t + offset),"lat":\#(lat),"lon":13.0,"acc":5}"#, qos: .atLeastOnce)
+        }
+    }
+
+    /// Topic filters for the transitions.
+    static let transitionFilters = ["\(root)/enter/#", "\(root)/exit/#", "\(root)/dwell/#"]
+
+    /// A test peer script from Peers/.
+    static func peer(_ script: String) throws -> String {
+        guard let path = Bundle.module.path(forResource: script, ofType: nil, inDirectory: "Peers") else {
+            throw ChildFailure(message: "test peer \(script) is missing from the test bundle")
+        }
+        return path
+    }
+
+    /// `/usr/bin/python3`, or a failure saying how to get it.
+    static func python() throws -> String {
+        let python = "/usr/bin/python3"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw ChildFailure(message: "\(python) is missing: run scripts/setup.sh (Debian's python3)")
+        }
+        return python
+    }
+}
+
+/// A transition as received: its id, kind and subject.
+struct Transition: Hashable, Sendable, CustomStringConvertible {
+    var id: String
+    var event: String
+    var subject: String
+
+    init?(_ message: MQTTMessage) {
+        guard let object = try? JSONParser.parse(message.payload).objectValue,
+            let id = object["id"]?.stringValue, let event = object["event"]?.stringValue,
+            let subject = object["subject"]?.stringValue
+        else { return nil }
+        self.id = id
+        self.event = event
+        self.subject = subject
+    }
+
+    var description: String { "\(event) \(subject)" }
+}
+
+/// Everything a client receives, collected by one task (an `AsyncStream` ends for good when a
+/// task waiting on it is cancelled, so tests poll this instead of timing out on the stream).
+final class Inbox: Sendable {
+    private final class Storage: Sendable {
+        let messages = Mutex<[MQTTMessage]>([])
+    }
+    private let storage = Storage()
+    private let task: Task<Void, Never>
+
+    init(_ client: MQTTClient) {
+        let storage = self.storage
+        let messages = client.messages
+        task = Task {
+            for await message in messages { storage.messages.withLock { $0.append(message) } }
+        }
+    }
+
+    var messages: [MQTTMessage] { storage.messages.withLock { $0 } }
+
+    /// The transitions received, duplicates (same id) dropped.
+    var transitions: Set<Transition> { Set(messages.compactMap(Transition.init)) }
+
+    @discardableResult
+    func waitFor(
+        _ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
+    ) async throws -> [MQTTMessage] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let current = messages
+            if condition(current) { return current }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw TimeoutError(
+            what: "\(what); got \(messages.suffix(10).map { "\($0.topic) \($0.payloadString)" })", timeout: timeout)
+    }
+
+    func stop() { task.cancel() }
+}
+
+/// The expected transitions for subjects that each entered and left once.
+func enterAndExit(_ subjects: [String]) -> Set<String> {
+    Set(subjects.flatMap { ["enter \($0)", "exit \($0)"] })
+}
