@@ -77,8 +77,6 @@ struct NATSClusterTests {
             Issue.record(
                 "\(error); evaluator said: \(evaluator.output.suffix(3000)); NATS said: \(problems.suffix(30).joined(separator: "\n"))"
             )
-            try? (evaluator.output + "\n" + cluster.logs).write(
-                toFile: "/tmp/nats-diag.txt", atomically: true, encoding: .utf8)
         }
         let transitions = inbox.transitions
         #expect(Set(transitions.map(\.description)) == expected)
