@@ -108,10 +108,15 @@ struct MosquittoBridgeTests {
         // Uplink back: the bridge's queue drains; the centre sees everything the venue saw.
         proxy.subprocess.signal(SIGUSR2)
         try await proxy.waitForLine(containing: "up")
+        let restoredAt = ContinuousClock.now
         let venueIDs = Set(venueInbox.transitions.map(\.id))
         try await centralInbox.waitFor("every venue event on the central broker", timeout: .seconds(30)) {
             Set($0.compactMap(Transition.init).map(\.id)).isSuperset(of: venueIDs)
         }
+        // A measurement, not an assertion: shown in the test log.
+        print(
+            "bridge: \(venueIDs.count) events, \(during.count * 2) made during the cut, all central "
+                + "\(ContinuousClock.now - restoredAt) after the uplink returned")
         let centralTransitions = centralInbox.transitions
         #expect(Set(centralTransitions.map(\.id)).isSuperset(of: venueIDs))
         #expect(Set(centralTransitions.map(\.description)) == expected)

@@ -53,6 +53,7 @@ struct NATSClusterTests {
         }
 
         try await cluster.waitUntilReplicated()
+        let killedAt = ContinuousClock.now
         cluster.kill(0)
         let after = (1...5).map { "after-\($0)" }
         for (index, subject) in after.enumerated() {
@@ -66,6 +67,7 @@ struct NATSClusterTests {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(node == 1 || node == 2, "the evaluator did not reconnect to a surviving node")
+        let reconnectedAfter = ContinuousClock.now - killedAt
 
         let expected = enterAndExit(before + after)
         do {
@@ -78,6 +80,10 @@ struct NATSClusterTests {
                 "\(error); evaluator said: \(evaluator.output.suffix(3000)); NATS said: \(problems.suffix(30).joined(separator: "\n"))"
             )
         }
+        // A measurement, not an assertion (timings belong to benchmarks): shown in the test log.
+        print(
+            "NATS node loss: evaluator on node \(node.map { "n\($0 + 1)" } ?? "-") after \(reconnectedAfter), "
+                + "every event after \(ContinuousClock.now - killedAt)")
         let transitions = inbox.transitions
         #expect(Set(transitions.map(\.description)) == expected)
         // Deduplicated by id, one event per (subject, transition): ids are deterministic.
