@@ -193,7 +193,12 @@ final class ClientCore: @unchecked Sendable {
                     handle, &mid, topic, Int32(clamping: $0.count), $0.baseAddress, qos.rawValue, retain, list)
             }
         }
-        try MQTTError.check(rc, "mosquitto_publish_v5", context: "topic '\(topic)', \(payload.count) bytes")
+        // At QoS ≥ 1 libmosquitto queues the message before trying to write it, and NO_CONN only
+        // says the write has to wait: the message (with `mid`) is sent after the next connect,
+        // to whichever broker that is. The caller waits for its acknowledgement as usual.
+        if !(qos > .atMostOnce && rc == Int32(MOSQ_ERR_NO_CONN.rawValue)) {
+            try MQTTError.check(rc, "mosquitto_publish_v5", context: "topic '\(topic)', \(payload.count) bytes")
+        }
         if qos == .atMostOnce {
             state.withLock { state in
                 if state.early.removeValue(forKey: mid) == nil { state.waiters[mid] = .ignore }

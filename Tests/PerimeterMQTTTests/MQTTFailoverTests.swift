@@ -61,10 +61,28 @@ struct MQTTFailoverTests {
         try await inbox.waitFor("'before'") { $0.contains { $0.payloadString == "before" } }
 
         first.kill()
+        // A QoS 1 publish made while the connection is down waits in the client and goes to
+        // whichever broker it reaches next; the call returns on that broker's PUBACK. Retained,
+        // so that a later subscriber on the second broker can see that it arrived there.
+        try await withTimeout(.seconds(2), "the sender noticing the lost connection") {
+            for await state in sender.connectionStates() where !state.isConnected { return }
+        }
+        let inFlight = Task { try await sender.publish("t/during", "during", qos: .atLeastOnce, retain: true) }
         try await waitUntilConnected(subscriber, to: second.port)
         // The second broker never saw this client: no session there, so the client resubscribed.
         #expect(subscriber.state == .connected(sessionPresent: false))
         try await waitUntilConnected(sender, to: second.port)
+        try await withTimeout(.seconds(10), "the PUBACK of the publish made while disconnected") {
+            try await inFlight.value
+        }
+        let checker = try await second.connectedClient("check")
+        let checked = Inbox(checker)
+        try await checker.subscribe("t/during", qos: .atLeastOnce)
+        try await checked.waitFor("the retained message sent during the failover, on the second broker") {
+            $0.map(\.payloadString) == ["during"]
+        }
+        checked.stop()
+        await checker.disconnect()
 
         let publisher = try await second.connectedClient("pub")
         try await publishUntilReceived(publisher, inbox, "t/failover/probe")
