@@ -36,19 +36,31 @@ struct MosquittoBridgeTests {
 
     @Test("uplink cut for 60 s: the venue keeps working and no event is lost centrally after it returns")
     func uplinkCut() async throws {
+        try await Cleanup.around { cleanup in try await uplinkCut(cleanup) }
+    }
+
+    func uplinkCut(_ cleanup: Cleanup) async throws {
         let central = try await TestBroker.start()
+        cleanup.add { await central.stop() }
         let proxy = try ChildProcess(try Tier.python(), ["-u", try Tier.peer("uplink_proxy.py"), "\(central.port)"])
+        cleanup.add { proxy.kill(SIGTERM) }
         let ready = try await proxy.waitForLine(containing: "ready", timeout: .seconds(10))
         let proxyPort = try #require(Int(ready.split(separator: " ").last ?? ""))
         let venue = try await TestBroker.start(
             extraConfiguration: try Self.bridgeConfiguration(centralPort: proxyPort))
+        cleanup.add { await venue.stop() }
         let directory = try Tier.directory("bridge")
+        cleanup.add { try? FileManager.default.removeItem(at: directory) }
 
         // The central consumer keeps a persistent session, as a real one would.
         var centralConfiguration = central.clientConfiguration("central-consumer", cleanStart: false)
         centralConfiguration.sessionExpiry = 3600
         let consumer = try MQTTClient(centralConfiguration)
         let centralInbox = Inbox(consumer)
+        cleanup.add {
+            centralInbox.stop()
+            await consumer.disconnect()
+        }
         try await consumer.connect(timeout: .seconds(5))
         for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
         try await consumer.subscribe("perimeter/v1/_bridges/+/state", qos: .atLeastOnce)
@@ -65,11 +77,16 @@ struct MosquittoBridgeTests {
 
         let observer = try await venue.connectedClient("venue-observer")
         let venueInbox = Inbox(observer)
+        cleanup.add {
+            venueInbox.stop()
+            await observer.disconnect()
+        }
         for filter in Tier.transitionFilters { try await observer.subscribe(filter, qos: .atLeastOnce) }
         let publisher = try await venue.connectedClient("agent")
+        cleanup.add { await publisher.disconnect() }
         let evaluator = try await Tier.startEvaluator(
             try Tier.evaluatorConfiguration(
-                in: directory, broker: ["host": "127.0.0.1", "port": .number(Double(venue.port))]))
+                in: directory, broker: ["host": "127.0.0.1", "port": .number(Double(venue.port))]), cleanup: cleanup)
 
         // Uplink up: events reach the central broker.
         let t0 = Int(Date().timeIntervalSince1970)
@@ -127,19 +144,9 @@ struct MosquittoBridgeTests {
             return message.properties.userProperties.contains { $0.name == "event-id" && $0.value == transition.id }
         }
         #expect(withProperty.count == centralInbox.messages.compactMap(Transition.init).count)
+        #expect(evaluator.subprocess.isRunning)
         try await centralInbox.waitFor("the bridge's state 1 again") {
             $0.last { $0.topic == "perimeter/v1/_bridges/museum/state" }?.payloadString == "1"
         }
-
-        evaluator.kill(SIGTERM)
-        proxy.kill(SIGTERM)
-        venueInbox.stop()
-        centralInbox.stop()
-        await publisher.disconnect()
-        await observer.disconnect()
-        await consumer.disconnect()
-        await venue.stop()
-        await central.stop()
-        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -25,22 +25,33 @@ struct NATSClusterTests {
 
     @Test("kill -9 the node the evaluator is connected to: it reconnects to another and loses nothing at QoS 1")
     func nodeLoss() async throws {
+        try await Cleanup.around { cleanup in try await nodeLoss(cleanup) }
+    }
+
+    func nodeLoss(_ cleanup: Cleanup) async throws {
         let cluster = try await NATSCluster.start()
+        cleanup.add { await cluster.stop() }
         let directory = try Tier.directory("nats-evaluator")
+        cleanup.add { try? FileManager.default.removeItem(at: directory) }
         let hosts = cluster.nodes.map { "127.0.0.1:\($0.mqttPort)" }.joined(separator: ",")
         let clientID = "perimeter-evaluator-tier"
         let configPath = try Tier.evaluatorConfiguration(
             in: directory, broker: ["hosts": .string(hosts), "protocol": "3.1.1", "clientId": .string(clientID)])
         // JetStream creates the MQTT streams on the first connection; subscribing makes a
         // durable consumer per filter, which takes a while on a busy machine.
-        let evaluator = try await Tier.startEvaluator(configPath, timeout: .seconds(60))
+        let evaluator = try await Tier.startEvaluator(configPath, timeout: .seconds(60), cleanup: cleanup)
 
         // The consumer and the agent sit on the nodes that stay up.
         let consumer = try MQTTClient(Self.client("consumer", port: cluster.nodes[2].mqttPort, cleanStart: false))
         let inbox = Inbox(consumer)
+        cleanup.add {
+            inbox.stop()
+            await consumer.disconnect()
+        }
         try await consumer.connect(timeout: .seconds(20))
         for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
         let publisher = try MQTTClient(Self.client("agent", port: cluster.nodes[1].mqttPort))
+        cleanup.add { await publisher.disconnect() }
         try await publisher.connect(timeout: .seconds(20))
 
         #expect(cluster.node(of: clientID) == 0, "the evaluator should be on the first node of broker.hosts")
@@ -89,12 +100,5 @@ struct NATSClusterTests {
         // Deduplicated by id, one event per (subject, transition): ids are deterministic.
         #expect(Set(transitions.map(\.id)).count == expected.count)
         #expect(evaluator.subprocess.isRunning)
-
-        evaluator.kill(SIGTERM)
-        inbox.stop()
-        await publisher.disconnect()
-        await consumer.disconnect()
-        await cluster.stop()
-        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -50,8 +50,11 @@ enum Tier {
     }
 
     /// Starts `perimeter evaluator` and waits until it has subscribed.
-    static func startEvaluator(_ configPath: String, timeout: Duration = .seconds(30)) async throws -> ChildProcess {
+    static func startEvaluator(
+        _ configPath: String, timeout: Duration = .seconds(30), cleanup: Cleanup
+    ) async throws -> ChildProcess {
         let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", configPath])
+        cleanup.add { if child.subprocess.isRunning { child.kill(SIGTERM) } }
         try await child.waitForLine(containing: "evaluator running", timeout: timeout)
         return child
     }
@@ -148,4 +151,32 @@ final class Inbox: Sendable {
 /// The expected transitions for subjects that each entered and left once.
 func enterAndExit(_ subjects: [String]) -> Set<String> {
     Set(subjects.flatMap { ["enter \($0)", "exit \($0)"] })
+}
+
+/// Stops what a test started, in reverse order, also when the test fails half-way (a thrown
+/// error would otherwise leave brokers, proxies and evaluators running).
+final class Cleanup: Sendable {
+    private let steps = Mutex<[@Sendable () async -> Void]>([])
+
+    func add(_ step: @escaping @Sendable () async -> Void) { steps.withLock { $0.append(step) } }
+
+    /// Runs `body`, then every registered step, whether `body` threw or not.
+    static func around(_ body: (Cleanup) async throws -> Void) async throws {
+        let cleanup = Cleanup()
+        do {
+            try await body(cleanup)
+        } catch {
+            await cleanup.run()
+            throw error
+        }
+        await cleanup.run()
+    }
+
+    private func run() async {
+        let steps = self.steps.withLock { steps in
+            defer { steps = [] }
+            return steps
+        }
+        for step in steps.reversed() { await step() }
+    }
 }

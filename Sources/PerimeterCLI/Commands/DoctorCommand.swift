@@ -137,13 +137,14 @@ struct DoctorCommand: ParsableCommand {
         } catch {
             let what = configuration.broker.username == nil ? "" : " as '\(configuration.broker.username!)'"
             findings.fail(
-                "broker \(mqtt.endpoint)\(what): \(error); check broker.host/port, that mosquitto runs, TLS (broker.tls.*) and credentials"
+                "broker \(mqtt.endpoint)\(what): \(error); check broker.host/port (or broker.hosts), that mosquitto runs, TLS (broker.tls.*) and credentials"
             )
             return
         }
         defer { Task { await client.disconnect() } }
         findings.ok(
-            "broker \(mqtt.endpoint): connected\(mqtt.tls == nil ? " (no TLS)" : " over TLS, certificate verified")"
+            "broker \(client.endpoint)\(mqtt.alternates.isEmpty ? "" : " (of \(mqtt.endpoint))"): connected"
+                + (mqtt.tls == nil ? " (no TLS)" : " over TLS, certificate verified")
                 + (configuration.broker.username.map { ", credentials for '\($0)' accepted" } ?? ", anonymously"))
         if mqtt.tls == nil && configuration.broker.host != "127.0.0.1" && configuration.broker.host != "localhost" {
             findings.warn("broker: plaintext MQTT to a non-loopback host; use the TLS listener (deploy/mosquitto)")
