@@ -14,8 +14,10 @@ import Synchronization
 ///
 /// The network loop runs on a thread of its own. When the connection fails or is lost it
 /// reconnects after a capped exponential backoff, restores the subscriptions the broker does
-/// not already hold, and resends unacknowledged QoS ≥ 1 messages. ``disconnect()`` closes
-/// the connection with a DISCONNECT packet, so the broker does not publish the last will.
+/// not already hold, and resends unacknowledged QoS ≥ 1 messages. With
+/// ``MQTTConfiguration/alternates`` each new attempt goes to the next broker in the list
+/// (round robin); ``endpoint`` says which one is in use. ``disconnect()`` closes the
+/// connection with a DISCONNECT packet, so the broker does not publish the last will.
 public final class MQTTClient: Sendable {
     public let configuration: MQTTConfiguration
     /// Messages from the broker, in arrival order, through a bounded buffer.
