@@ -111,14 +111,31 @@ struct MQTTFailoverTests {
         await second.stop()
     }
 
-    @Test("a refused first address is skipped: the client connects to the next one")
-    func deadFirstAddress() async throws {
+    /// Addresses tried in order: `nil` is a port nothing listens on, a number the index of a
+    /// live broker. The client must end up on `expected` (an index into the list).
+    @Test(
+        "refused addresses are skipped in order",
+        arguments: [
+            ([nil, 0], 1),
+            ([nil, nil, 0], 2),
+            ([0, nil], 0),
+            ([nil, 0, nil], 1),
+        ] as [([Int?], Int)])
+    func skipsRefusedAddresses(_ layout: [Int?], expected: Int) async throws {
         let broker = try await TestBroker.start()
-        let unused = try MosquittoBroker.freeLoopbackPort()
-        let client = try MQTTClient(configuration("skip", broker, then: [broker], firstPort: unused))
+        var endpoints: [MQTTConfiguration.Endpoint] = []
+        for slot in layout {
+            let port = slot == nil ? try MosquittoBroker.freeLoopbackPort() : broker.port
+            endpoints.append(.init(host: "127.0.0.1", port: port))
+        }
+        let client = try MQTTClient(
+            MQTTConfiguration(
+                host: endpoints[0].host, port: endpoints[0].port, clientID: "skip-\(UUID().uuidString.prefix(8))",
+                backoff: .init(initial: .milliseconds(20), maximum: .milliseconds(100)),
+                alternates: Array(endpoints.dropFirst())))
         try await client.connect(timeout: .seconds(5))
-        #expect(client.endpoint.port == broker.port)
-        #expect(client.configuration.endpoints.map(\.port) == [unused, broker.port])
+        #expect(client.endpoint == endpoints[expected])
+        #expect(client.configuration.endpoints == endpoints)
         await client.disconnect()
         await broker.stop()
     }
