@@ -138,10 +138,11 @@ struct MosquittoBridgeTests {
         #expect(Set(centralTransitions.map(\.id)).isSuperset(of: venueIDs))
         #expect(Set(centralTransitions.map(\.description)) == expected)
         #expect(venueIDs.count == expected.count)
-        // MQTT 5 bridging keeps the event-id user property on the central copies.
+        // MQTT 5 bridging keeps the event-id user property and the content type on the central copies.
         let withProperty = centralInbox.messages.filter { message in
             guard let transition = Transition(message) else { return false }
             return message.properties.userProperties.contains { $0.name == "event-id" && $0.value == transition.id }
+                && message.properties.contentType == "application/json"
         }
         #expect(withProperty.count == centralInbox.messages.compactMap(Transition.init).count)
         #expect(evaluator.subprocess.isRunning)
