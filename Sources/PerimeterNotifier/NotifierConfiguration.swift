@@ -62,6 +62,8 @@ public struct NotifierConfiguration: Sendable {
     public var channels: [String: Channel]
     public var delivery: Delivery
     public var sessionExpiry: Int = 86_400
+    /// Larger inbound payloads are dead-lettered unread (`tooLarge`).
+    public var maxPayloadBytes: Int = 65_536
     public var http: (host: String, port: Int)?
     public var log: LogSettings
 
@@ -92,6 +94,7 @@ public struct NotifierConfiguration: Sendable {
         delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
         let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let http = reader.hostPort("notifier.http")
+        let maxPayload = reader.int("notifier.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
         let log = LogSettings.read(from: reader)
         if delivery.maxBackoff < delivery.initialBackoff {
             reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
@@ -117,6 +120,7 @@ public struct NotifierConfiguration: Sendable {
             channels: channels, delivery: delivery, log: log)
         configuration.sessionExpiry = sessionExpiry
         configuration.http = http
+        configuration.maxPayloadBytes = maxPayload
         return configuration
     }
 

@@ -257,6 +257,12 @@ final class NotifierRuntime {
     /// - Throws: ``InboundError`` or ``RuleError`` for bad input (dead-lettered, not retried).
     private func handle(_ row: NotifierStore.InboxRow) throws -> Int {
         guard let venue = venueOf(row.topic), venues[venue] != nil else { return 0 }
+        if row.payload.count > configuration.maxPayloadBytes {
+            throw InboundError(
+                code: "tooLarge",
+                "payload of \(row.payload.count) bytes exceeds notifier.maxPayloadBytes (\(configuration.maxPayloadBytes))"
+            )
+        }
         let levels = row.topic.dropFirst(configuration.prefix.count + venue.count + 2).split(
             separator: "/", omittingEmptySubsequences: false
         ).map { Topics.decodeLevel(String($0)) }
