@@ -10,7 +10,7 @@ public struct Perimeter: ParsableCommand {
             """,
         subcommands: [
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, RegionsCommand.self, LocateCommand.self,
-            ReplayCommand.self,
+            ReplayCommand.self, RenderCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 
