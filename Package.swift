@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
+        .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -35,11 +36,15 @@ let package = Package(
             name: "PerimeterEvaluator",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
+        // The live dashboard: a consumer of the venue's topics serving one page and its event stream.
+        .target(name: "PerimeterDashboard", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit"]),
+
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
+                "PerimeterDashboard",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -65,6 +70,9 @@ let package = Package(
             name: "PerimeterEvaluatorTests",
             dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "PerimeterDashboardTests",
+            dependencies: ["PerimeterDashboard", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

@@ -10,7 +10,7 @@ public struct Perimeter: ParsableCommand {
             """,
         subcommands: [
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, RegionsCommand.self, LocateCommand.self,
-            ReplayCommand.self, RenderCommand.self,
+            ReplayCommand.self, RenderCommand.self, DashboardCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 
