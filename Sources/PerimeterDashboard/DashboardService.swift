@@ -77,8 +77,10 @@ public struct DashboardService: Service {
                 return Self.heldPage(page, seconds: seconds)
             case "/healthz":
                 let connected = client.state.isConnected
+                let pages = "\(broadcaster.clientCount) page(s) streaming\n"
                 return HTTPServer.Response(
-                    status: connected ? 200 : 503, body: connected ? "ok\n" : "broker not connected\n")
+                    status: connected ? 200 : 503,
+                    body: (connected ? "ok: broker connected, " : "broker not connected, ") + pages)
             default: return HTTPServer.Response(status: 404, body: "try /\n")
             }
         }

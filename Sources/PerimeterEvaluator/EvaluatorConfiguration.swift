@@ -118,6 +118,8 @@ public struct EvaluatorConfiguration: Sendable {
         }
         let ownTracks = adapter("adapters.ownTracks")
         let espresense = adapter("adapters.espresense")
+        // One file may configure the whole venue: the dashboard's section is the dashboard's business.
+        reader.claim("dashboard")
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-evaluator-\(instance)" : broker.clientID
         var configuration = EvaluatorConfiguration(
