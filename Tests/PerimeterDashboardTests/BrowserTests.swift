@@ -14,7 +14,8 @@ enum Chromium {
         guard let executable else {
             throw ChildFailure(message: "chromium is missing: apt-get install chromium (scripts/setup.sh installs it)")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-chromium-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-chromium-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("out").path
@@ -24,7 +25,9 @@ enum Chromium {
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
                 "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
             ] + arguments, stdout: .file(out, append: false), stderr: .null)
-        let status = try await withTimeout(timeout, "chromium \(arguments.joined(separator: " "))") { await child.wait() }
+        let status = try await withTimeout(timeout, "chromium \(arguments.joined(separator: " "))") {
+            await child.wait()
+        }
         guard status == .exited(0) else { throw ChildFailure(message: "chromium \(status)") }
         return (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
     }
@@ -36,7 +39,8 @@ struct BrowserTests {
     func liveDashboard() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-browser-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-browser-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let config: JSONValue = [
             "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port))],
@@ -56,7 +60,8 @@ struct BrowserTests {
         let publisher = try await broker.connectedClient("publisher")
         do {
             try await evaluator.waitForLine(containing: "evaluator running", timeout: .seconds(30))
-            let line = try await dashboard.waitForLine(containing: "perimeter dashboard: http://", timeout: .seconds(30))
+            let line = try await dashboard.waitForLine(
+                containing: "perimeter dashboard: http://", timeout: .seconds(30))
             let url = try #require(
                 line.split(separator: "\n").first { $0.contains("perimeter dashboard: http://") }?.split(separator: " ")
                     .last.map(String.init))
@@ -96,7 +101,9 @@ struct BrowserTests {
                 try FileManager.default.copyItem(at: URL(fileURLWithPath: shot), to: target)
             }
         } catch {
-            Issue.record("\(error); dashboard said: \(dashboard.output.suffix(2000)); evaluator said: \(evaluator.output.suffix(2000))")
+            Issue.record(
+                "\(error); dashboard said: \(dashboard.output.suffix(2000)); evaluator said: \(evaluator.output.suffix(2000))"
+            )
         }
         dashboard.kill(SIGTERM)
         evaluator.kill(SIGTERM)

@@ -14,7 +14,8 @@ enum DashboardFixtures {
     static var regions: [Region] { RegionParser.parse(text: regionsText).regions }
 
     static func regionsFile() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-dash-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-dash-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent("regions.geojson").path
         try regionsText.write(toFile: path, atomically: true, encoding: .utf8)

@@ -45,10 +45,12 @@ struct DashboardModelTests {
         var model = Self.model()
         _ = Self.apply(&model, "subjects/bob/authorization", #"{"status":"denied"}"#)
         let changes =
-            Self.apply(&model, "enter/gallery-1/bob", DashboardFixtures.enter("bob", "gallery-1", lat: 48.8606, lon: 2.3354))
+            Self.apply(
+                &model, "enter/gallery-1/bob", DashboardFixtures.enter("bob", "gallery-1", lat: 48.8606, lon: 2.3354))
             + Self.apply(&model, "state/gallery-1/bob", #"{"state":"inside","region":"gallery-1","subject":"bob"}"#)
             + Self.apply(&model, "place/bob", #"{"place":"gallery-1","source":"gps"}"#)
-            + Self.apply(&model, "ranging/gallery-1/bob", #"{"beacons":[{"type":"ibeacon","uuid":"x","major":1,"minor":2}]}"#)
+            + Self.apply(
+                &model, "ranging/gallery-1/bob", #"{"beacons":[{"type":"ibeacon","uuid":"x","major":1,"minor":2}]}"#)
             + Self.apply(&model, "diagnostics/bob", #"{"heldEvents":3}"#)
             + Self.apply(&model, "notifications/push/bob", #"{"title":"Welcome"}"#)
         #expect(changes.isEmpty)
@@ -64,7 +66,8 @@ struct DashboardModelTests {
     @Test("A subject denied after being shown is forgotten, and its feed lines are taken back")
     func deniedLaterIsForgotten() {
         var model = Self.model()
-        _ = Self.apply(&model, "enter/gallery-1/bob", DashboardFixtures.enter("bob", "gallery-1", lat: 48.8606, lon: 2.3354))
+        _ = Self.apply(
+            &model, "enter/gallery-1/bob", DashboardFixtures.enter("bob", "gallery-1", lat: 48.8606, lon: 2.3354))
         _ = Self.apply(&model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
         #expect(Self.subjects(model).count == 2)
         let changes = Self.apply(&model, "subjects/bob/authorization", #"{"status":"denied"}"#)
@@ -79,9 +82,11 @@ struct DashboardModelTests {
         var model = Self.model(coarseMeters: 5000)
         _ = Self.apply(&model, "subjects/cat/authorization", #"{"status":"always","accuracy":"reduced"}"#)
         let exact = GeoPoint(lon: 2.3354, lat: 48.8606)
-        _ = Self.apply(&model, "enter/gallery-1/cat", DashboardFixtures.enter("cat", "gallery-1", lat: exact.lat, lon: exact.lon))
+        _ = Self.apply(
+            &model, "enter/gallery-1/cat", DashboardFixtures.enter("cat", "gallery-1", lat: exact.lat, lon: exact.lon))
         _ = Self.apply(&model, "place/cat", #"{"place":"gallery-1","source":"gps"}"#)
-        _ = Self.apply(&model, "ranging/gallery-1/cat", #"{"beacons":[{"type":"ibeacon","uuid":"x","major":1,"minor":2}]}"#)
+        _ = Self.apply(
+            &model, "ranging/gallery-1/cat", #"{"beacons":[{"type":"ibeacon","uuid":"x","major":1,"minor":2}]}"#)
         let subject = try #require(Self.subjects(model).first)
         #expect(subject["coarse"]?.boolValue == true)
         #expect(subject["place"] == nil)
@@ -117,7 +122,8 @@ struct DashboardModelTests {
     func liveState() throws {
         var model = Self.model()
         _ = Self.apply(&model, "occupancy/cafe", #"{"count":2,"t":"2026-12-01T00:10:59.000Z"}"#)
-        let feed = Self.apply(&model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
+        let feed = Self.apply(
+            &model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
         #expect(feed.contains { if case .feed = $0 { true } else { false } })
         _ = Self.apply(&model, "deadletter/evaluator", #"{"topic":"x","reason":"lat: out of range","code":"range"}"#)
         _ = model.apply(topic: "perimeter/v1/_sys/evaluator/1/status", payload: Array(#"{"online":true}"#.utf8))

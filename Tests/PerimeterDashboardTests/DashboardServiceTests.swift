@@ -44,7 +44,8 @@ final class EventStreamReader: Sendable {
 
     /// Waits until the stream received so far satisfies `condition`.
     @discardableResult
-    func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws -> String {
+    func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws -> String
+    {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let current = received
@@ -77,7 +78,9 @@ struct DashboardServiceTests {
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-under-test"), venue: "test",
             regionsPath: regions, http: ("127.0.0.1", 0), coarseMeters: 2000)
         let url = Mutex<String?>(nil)
-        let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())) { address in
+        let service = try DashboardService(
+            configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())
+        ) { address in
             url.withLock { $0 = address }
         }
         let running = Task { try await service.run() }
@@ -106,7 +109,8 @@ struct DashboardServiceTests {
         try await stream.waitFor("the first state") { $0.contains("event: state") && $0.contains("\"occupancy\"") }
         let root = "perimeter/v1/test"
         // Authorization records as the subjects' apps publish them (retained).
-        try await publisher.publish("\(root)/subjects/bob/authorization", #"{"status":"denied"}"#, qos: .atLeastOnce, retain: true)
+        try await publisher.publish(
+            "\(root)/subjects/bob/authorization", #"{"status":"denied"}"#, qos: .atLeastOnce, retain: true)
         try await publisher.publish(
             "\(root)/subjects/cat/authorization", #"{"status":"always","accuracy":"reduced"}"#, qos: .atLeastOnce,
             retain: true)
@@ -116,7 +120,8 @@ struct DashboardServiceTests {
                 "\(root)/enter/gallery-1/\(subject)", DashboardFixtures.enter(subject, "gallery-1", lat: lat, lon: lon),
                 qos: .atLeastOnce)
         }
-        try await publisher.publish("\(root)/occupancy/gallery-1", #"{"count":3,"t":"2026-12-01T00:10:59.000Z"}"#, qos: .atLeastOnce)
+        try await publisher.publish(
+            "\(root)/occupancy/gallery-1", #"{"count":3,"t":"2026-12-01T00:10:59.000Z"}"#, qos: .atLeastOnce)
         let text = try await stream.waitFor("eve's enter and the occupancy") {
             $0.contains("\"subject\":\"eve\"") && $0.contains("\"gallery-1\":3")
         }
@@ -147,7 +152,9 @@ struct DashboardServiceTests {
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-held"), venue: "test",
             regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
         let url = Mutex<String?>(nil)
-        let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())) { address in
+        let service = try DashboardService(
+            configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())
+        ) { address in
             url.withLock { $0 = address }
         }
         let running = Task { try await service.run() }
