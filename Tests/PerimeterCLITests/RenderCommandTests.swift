@@ -70,6 +70,20 @@ struct RenderCommandTests {
         #expect(FileManager.default.fileExists(atPath: venueOut))
     }
 
+    @Test("gateways are drawn as labelled squares; a malformed gateway is refused with its index")
+    func gateways() async throws {
+        let good = try temporaryFile("gw.json", #"{"gateways":[{"id":"gw-hall","lat":45.2740,"lon":13.7150}]}"#)
+        let out = try temporaryFile("gw.svg", "")
+        let result = try await perimeter(["render", "--regions", Self.regions, "--gateways", good, "-o", out])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        let svg = try String(contentsOfFile: out, encoding: .utf8)
+        #expect(svg.contains("data-gateway=\"gw-hall\"") && svg.contains(">gw-hall</text>"))
+        let bad = try temporaryFile("gw.json", #"[{"id":"a","lat":45.27,"lon":13.71},{"id":"b","lat":95}]"#)
+        let refused = try await perimeter(["render", "--regions", Self.regions, "--gateways", bad, "-o", out])
+        #expect(refused.status != .exited(0))
+        #expect(refused.stderr.contains("gateways[1]"), "\(refused.stderr)")
+    }
+
     @Test(
         "bad input is refused with a message naming it",
         arguments: [
