@@ -64,10 +64,11 @@ public struct DashboardModel: Sendable {
     ) {
         self.prefix = prefix
         self.venue = venue
-        projection = renderer.projection(for: map)
+        let projection = renderer.projection(for: map)
+        self.projection = projection
         var anchors: [String: (x: Double, y: Double)] = [:]
         for region in map.regions {
-            let points = VenueMap.rings(of: region).flatMap { $0 }.map { renderer.projection(for: map).point($0) }
+            let points = VenueMap.rings(of: region).flatMap { $0 }.map { projection.point($0) }
             guard !points.isEmpty else { continue }
             let xs = points.map(\.x)
             let ys = points.map(\.y)
@@ -170,6 +171,8 @@ public struct DashboardModel: Sendable {
         } else {
             _ = subjects[subject, default: Subject()]
         }
+        // Ranging stops when the subject leaves the beacon region (its last report would linger).
+        if kind == "exit" { subjects[subject]?.ranging[region] = nil }
         var item = JSONObject()
         item["kind"] = .string(kind)
         item["region"] = .string(region)

@@ -117,7 +117,8 @@ enum DashboardPage {
           const chosen = select.value;
           select.replaceChildren(new Option("(choose a subject)", ""));
           for (const subject of s.subjects) {
-            if (!subject.coarse) select.append(new Option(subject.id, subject.id, false, subject.id === chosen));
+            const selected = subject.id === (chosen || wanted);
+            if (!subject.coarse) select.append(new Option(subject.id, subject.id, selected, selected));
             if (subject.x === undefined) continue;
             const g = document.createElementNS(NS, "g");
             g.setAttribute("class", subject.coarse ? "subject coarse" : "subject");
@@ -157,6 +158,8 @@ enum DashboardPage {
           }
         }
         document.getElementById("subject-select").addEventListener("change", showRanging);
+        // `#subject-id` in the address chooses whose ranging is shown (for links and snapshots).
+        const wanted = decodeURIComponent(location.hash.slice(1));
 
         function feedLine(item) {
           let line;

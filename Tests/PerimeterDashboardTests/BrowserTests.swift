@@ -69,16 +69,22 @@ struct BrowserTests {
             try await waitForHealth(port: port) { $0.hasPrefix("ok") }
 
             // The browser loads the page, whose end is held 6 s; meanwhile a visitor walks in.
-            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6"]) }
+            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6#visitor-1"]) }
             try await waitForHealth(port: port) { $0.contains("1 page(s) streaming") }
             let t = Timestamp.format(Date())
             try await publisher.publish(
                 "perimeter/v1/test/obs/phone-1/gps",
                 #"{"subject":"visitor-1","t":"\#(t)","lat":48.8606,"lon":2.3354,"acc":3}"#, qos: .atLeastOnce)
+            // … and her phone hears a gallery beacon: the evaluator ranges it about once a second.
+            try await publisher.publish(
+                "perimeter/v1/test/obs/phone-1/ble",
+                #"{"subject":"visitor-1","t":"\#(t)","adverts":[{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E","major":1,"minor":7,"rssi":-52,"tx":-59}]}"#,
+                qos: .atLeastOnce)
             let dom = try await browser.value
 
             let regions = dom.components(separatedBy: "class=\"region ").count - 1
-            #expect(regions == 3, "regions drawn: \(regions)")
+            #expect(regions == 4, "regions drawn: \(regions)")
+            #expect(dom.contains("id=\"region-gallery-1-beacons\" class=\"region beacon\""))
             #expect(dom.contains("id=\"region-gallery-1\"") && dom.contains("id=\"region-cafe\""))
             #expect(dom.contains("id=\"connection\" class=\"on\""), "the event stream connected")
             #expect(dom.contains("visitor-1 enter Gallery 1"), "the enter event arrived in the feed")
@@ -86,11 +92,14 @@ struct BrowserTests {
             #expect(dom.contains("gallery-1 0 → 1"), "the occupancy changed while the page was open")
             #expect(dom.contains("data-subject=\"visitor-1\""), "the visitor is drawn on the map")
             #expect(dom.contains("data-occupancy=\"1\""))
+            #expect(
+                dom.contains("gallery-1-beacons: f7826da6-4fa2-4e98-8024-bc5b71e0893e 1/7 — "),
+                "the chosen subject's ranging is listed")
 
             // A screenshot of the live page.
             let shot = directory.appendingPathComponent("dashboard.png").path
             _ = try await Chromium.run([
-                "--hide-scrollbars", "--window-size=1400,760", "--screenshot=\(shot)", "\(url)snapshot/1",
+                "--hide-scrollbars", "--window-size=1400,760", "--screenshot=\(shot)", "\(url)snapshot/1#visitor-1",
             ])
             let png = try Data(contentsOf: URL(fileURLWithPath: shot))
             #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])

@@ -1,13 +1,15 @@
 import Foundation
 import PerimeterCore
 
-/// A small venue: two rooms and a café (a circle), around the Paris sample museum.
+/// A small venue: two rooms, a café (a circle) and a beacon region with one placed beacon,
+/// around the Paris sample museum.
 enum DashboardFixtures {
     static let regionsText = """
         {"type": "FeatureCollection", "features": [
           {"type": "Feature", "id": "gallery-1", "properties": {"name": "Gallery 1"}, "geometry": {"type": "Polygon", "coordinates": [[[2.334833, 48.8602604], [2.3359266, 48.8602604], [2.3359266, 48.8609799], [2.334833, 48.8609799], [2.334833, 48.8602604]]]}},
           {"type": "Feature", "id": "gallery-2", "properties": {"name": "Gallery 2"}, "geometry": {"type": "Polygon", "coordinates": [[[2.3364734, 48.8602604], [2.337567, 48.8602604], [2.337567, 48.8609799], [2.3364734, 48.8609799], [2.3364734, 48.8602604]]]}},
-          {"type": "Feature", "id": "cafe", "properties": {"name": "Café", "radius": 12}, "geometry": {"type": "Point", "coordinates": [2.3362, 48.8604403]}}
+          {"type": "Feature", "id": "cafe", "properties": {"name": "Café", "radius": 12}, "geometry": {"type": "Point", "coordinates": [2.3362, 48.8604403]}},
+          {"type": "Feature", "id": "gallery-1-beacons", "properties": {"name": "Gallery 1 beacons", "beacon": {"uuid": "F7826DA6-4FA2-4E98-8024-BC5B71E0893E", "major": 1}, "beacons": [{"lat": 48.8605, "lon": 2.3352, "radius": 6}]}, "geometry": null}
         ]}
         """
 

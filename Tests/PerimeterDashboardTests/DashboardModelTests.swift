@@ -140,6 +140,9 @@ struct DashboardModelTests {
         let eve = try #require(Self.subjects(model).first)
         #expect(eve["place"]?.stringValue == "cafe" && eve["x"] != nil)
         #expect(model.feedLines.count == 2)
+        // Leaving the region ends its ranging list.
+        _ = Self.apply(&model, "exit/cafe/eve", #"{"event":"exit","region":"cafe","subject":"eve"}"#)
+        #expect(model.view(brokerConnected: true)["ranging"]?["eve"] == nil)
     }
 
     @Test("Raw observations are not among the subscriptions")
