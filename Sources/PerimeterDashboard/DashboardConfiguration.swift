@@ -6,9 +6,9 @@ import PerimeterKit
 ///
 /// ```json
 /// {
-///   "broker": {"host": "127.0.0.1", "port": 1883, "clientId": "perimeter-dashboard"},
+///   "broker": {"host": "127.0.0.1", "port": 1883},
 ///   "topics": {"prefix": "perimeter/v1"},
-///   "dashboard": {"venue": "museum", "regions": "config/venues/museum.geojson", "http": "127.0.0.1:8080",
+///   "dashboard": {"venue": "museum", "clientId": "perimeter-dashboard", "regions": "config/venues/museum.geojson", "http": "127.0.0.1:8080",
 ///                 "consumer": "dashboard", "session": "live", "sessionLevel": "always", "coarseMeters": 5000}
 /// }
 /// ```
@@ -51,7 +51,10 @@ public struct DashboardConfiguration: Sendable {
 
     /// Reads and checks the configuration; throws ``ConfigError`` listing every problem.
     public static func read(_ reader: ConfigReader) throws -> DashboardConfiguration {
-        let broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-dashboard")
+        var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-dashboard")
+        // A file shared with the evaluator names the evaluator's client id in broker.clientId; two
+        // clients with one id would throw each other off the broker, so the dashboard has its own.
+        broker.clientID = reader.string("dashboard.clientId", default: "perimeter-dashboard")
         let prefix = reader.string("topics.prefix", default: "perimeter/v1")
         let venues = reader.children(of: "venues")
         let venue =

@@ -43,7 +43,8 @@ struct BrowserTests {
             "perimeter-browser-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let config: JSONValue = [
-            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port))],
+            // One file for both services, its client id the evaluator's: the dashboard must use its own.
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "perimeter-evaluator-1"],
             "evaluator": [
                 "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
             ],
@@ -54,9 +55,9 @@ struct BrowserTests {
         let configPath = directory.appendingPathComponent("perimeter.json").path
         try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
         let evaluator = try ChildProcess(
-            Products.executable("perimeter"), ["evaluator", "--config", configPath, "--set", "broker.clientId=eval-b"])
+            Products.executable("perimeter"), ["evaluator", "--config", configPath])
         let dashboard = try ChildProcess(
-            Products.executable("perimeter"), ["dashboard", "--config", configPath, "--set", "broker.clientId=dash-b"])
+            Products.executable("perimeter"), ["dashboard", "--config", configPath])
         let publisher = try await broker.connectedClient("publisher")
         do {
             try await evaluator.waitForLine(containing: "evaluator running", timeout: .seconds(30))
