@@ -70,6 +70,8 @@ public final class HTTPServer: Sendable {
     private let stopped = Atomic<Bool>(false)
     /// Sockets of open streaming responses, shut down by ``stop()``.
     private let streams = Mutex<Set<Int32>>([])
+    /// At most this many streaming responses are open at once; more get 503.
+    public let maxStreams: Int
 
     var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
@@ -78,7 +80,7 @@ public final class HTTPServer: Sendable {
     }
 
     /// Binds and listens; ``start()`` begins answering.
-    public init(host: String = "127.0.0.1", port: Int, handler: @escaping Handler) throws {
+    public init(host: String = "127.0.0.1", port: Int, maxStreams: Int = 64, handler: @escaping Handler) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -109,6 +111,7 @@ public final class HTTPServer: Sendable {
         self.port = Int(UInt16(bigEndian: actual.sin_port))
         socket = fd
         self.handler = handler
+        self.maxStreams = maxStreams
     }
 
     /// Answers requests on a thread of its own until ``stop()``.
@@ -156,7 +159,7 @@ public final class HTTPServer: Sendable {
         }
         let line = String(decoding: request.prefix { $0 != 10 && $0 != 13 }, as: UTF8.self)
         let parts = line.split(separator: " ", omittingEmptySubsequences: false)
-        let response: Response
+        var response: Response
         if parts.count != 3 || !parts[1].hasPrefix("/") || !parts[2].hasPrefix("HTTP/") || request.count >= 8192 {
             response = Response(status: 400, body: "bad request\n")
         } else if parts[0] != "GET" && parts[0] != "HEAD" {
@@ -164,6 +167,10 @@ public final class HTTPServer: Sendable {
         } else {
             let path = String(parts[1].split(separator: "?", maxSplits: 1).first ?? "")
             response = handler(path)
+        }
+        // Each stream holds a thread: past the limit, new ones are turned away rather than queued.
+        if response.stream != nil && streams.withLock({ $0.count }) >= maxStreams {
+            response = Response(status: 503, body: "too many open streams (\(maxStreams))\n")
         }
         if let stream = response.stream, response.status == 200 {
             startStream(client, response: response, stream: stream, head: parts.first == "HEAD")

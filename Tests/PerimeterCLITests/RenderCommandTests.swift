@@ -70,6 +70,30 @@ struct RenderCommandTests {
         #expect(FileManager.default.fileExists(atPath: venueOut))
     }
 
+    @Test("--events draws the lines of a replay output; a line that is not JSON is refused with its number")
+    func eventsFile() async throws {
+        let replayed = try await perimeter(["replay", "--regions", Self.regions, Self.track])
+        // Keep only the ridge's events: the picture must show exactly those.
+        let ridge = replayed.stdout.split(separator: "\n").filter { $0.contains(#""region":"ridge""#) }
+        let events = try temporaryFile("events.jsonl", ridge.joined(separator: "\n") + "\n")
+        let out = try temporaryFile("events.svg", "")
+        let result = try await perimeter([
+            "render", "--regions", Self.regions, "--track", Self.track, "--events", events, "-o", out,
+        ])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        let svg = try String(contentsOfFile: out, encoding: .utf8)
+        let transitions = ridge.filter { !$0.contains(#""event":"state""#) }.count
+        #expect(transitions == 2)
+        #expect(svg.components(separatedBy: "<g class=\"event ").count - 1 == transitions)
+        #expect(!svg.contains("data-region=\"home\"><circle"))
+        let broken = try temporaryFile("events.jsonl", ridge.first.map(String.init)! + "\n{not json\n")
+        let refused = try await perimeter([
+            "render", "--regions", Self.regions, "--track", Self.track, "--events", broken, "-o", out,
+        ])
+        #expect(refused.status != .exited(0))
+        #expect(refused.stderr.contains("events.jsonl:2: not a JSON event"), "\(refused.stderr)")
+    }
+
     @Test("gateways are drawn as labelled squares; a malformed gateway is refused with its index")
     func gateways() async throws {
         let good = try temporaryFile("gw.json", #"{"gateways":[{"id":"gw-hall","lat":45.2740,"lon":13.7150}]}"#)

@@ -77,6 +77,23 @@ struct HTTPStreamTests {
         #expect(end.closed, "stop() must close open streams")
     }
 
+    @Test("Streams past maxStreams are refused with 503; plain requests still answered")
+    func streamLimit() throws {
+        let server = try HTTPServer(port: 0, maxStreams: 2) { path in
+            path == "/events"
+                ? .stream { writer in while writer.isOpen { Thread.sleep(forTimeInterval: 0.01) } }
+                : HTTPServer.Response(body: "ok\n")
+        }
+        server.start()
+        let open = try (0..<2).map { _ in try Self.open(port: server.port, path: "/events") }
+        for fd in open { _ = Self.read(fd) { $0.contains("\r\n\r\n") } }
+        let third = try httpGet(port: server.port, path: "/events")
+        #expect(third.status == 503)
+        #expect(try httpGet(port: server.port, path: "/healthz").body == "ok\n")
+        server.stop()
+        for fd in open { close(fd) }
+    }
+
     @Test("A client that goes away makes write() fail, so the stream's closure returns")
     func clientGoesAway() throws {
         let ended = Atomic<Bool>(false)
