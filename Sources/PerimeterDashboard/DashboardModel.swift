@@ -25,6 +25,8 @@ public struct DashboardModel: Sendable {
         case feedReset
         /// The state view changed.
         case state
+        /// The regions changed (`regions/{id}`): the map must be drawn again.
+        case map
     }
 
     struct Subject {
@@ -43,9 +45,12 @@ public struct DashboardModel: Sendable {
 
     public let prefix: String
     public let venue: String
-    public let projection: MapProjection
+    public let renderer: SVGMapRenderer
+    /// The map drawn: the regions file's regions, then as `regions/{id}` changes them.
+    public private(set) var map: VenueMap
+    public private(set) var projection: MapProjection
     /// Picture positions of region labels, where a subject known only by its place is drawn.
-    let anchors: [String: (x: Double, y: Double)]
+    var anchors: [String: (x: Double, y: Double)] = [:]
     public let coarseMeters: Double
     public let feedLimit: Int
 
@@ -64,9 +69,20 @@ public struct DashboardModel: Sendable {
     ) {
         self.prefix = prefix
         self.venue = venue
+        self.renderer = renderer
+        self.map = map
+        projection = renderer.projection(for: map)
+        self.coarseMeters = coarseMeters
+        self.feedLimit = feedLimit
+        for region in map.regions { occupancy[region.id] = 0 }
+        layOut()
+    }
+
+    /// The projection and the label anchors for the current regions.
+    private mutating func layOut() {
         let projection = renderer.projection(for: map)
         self.projection = projection
-        var anchors: [String: (x: Double, y: Double)] = [:]
+        anchors = [:]
         for region in map.regions {
             let points = VenueMap.rings(of: region).flatMap { $0 }.map { projection.point($0) }
             guard !points.isEmpty else { continue }
@@ -74,11 +90,10 @@ public struct DashboardModel: Sendable {
             let ys = points.map(\.y)
             anchors[region.id] = ((xs.min()! + xs.max()!) / 2, (ys.min()! + ys.max()!) / 2)
         }
-        self.anchors = anchors
-        self.coarseMeters = coarseMeters
-        self.feedLimit = feedLimit
-        for region in map.regions { occupancy[region.id] = 0 }
     }
+
+    /// The map as SVG, as it is now.
+    public var svg: String { renderer.render(map) }
 
     /// The topic filters the dashboard subscribes to: outputs and privacy records, never raw observations.
     public var subscriptions: [String] {
@@ -87,6 +102,7 @@ public struct DashboardModel: Sendable {
             "\(root)/enter/+/+", "\(root)/exit/+/+", "\(root)/dwell/+/+", "\(root)/state/+/+", "\(root)/occupancy/+",
             "\(root)/ranging/+/+", "\(root)/place/+", "\(root)/notifications/+/+", "\(root)/deadletter/+",
             "\(root)/agents/+/status", "\(root)/subjects/+/authorization", "\(root)/diagnostics/+",
+            "\(root)/regions/+",
             "\(prefix)/_sys/+/+/status",
         ]
     }
@@ -118,8 +134,11 @@ public struct DashboardModel: Sendable {
         case ("state", 3): return state(region: id(1), subject: id(2), json)
         case ("occupancy", 2):
             guard let count = json?["count"]?.intValue else { return [] }
+            // A deleted region's occupancy is set to 0 after it goes: don't bring it back.
+            if count == 0 && !map.regions.contains(where: { $0.id == id(1) }) { return [] }
             occupancy[id(1)] = count
             return [.state]
+        case ("regions", 2): return region(id(1), json)
         case ("ranging", 3): return ranging(region: id(1), subject: id(2), json)
         case ("place", 2): return place(subject: id(1), json)
         case ("notifications", 3): return notification(channel: id(1), subject: id(2), json)
@@ -139,6 +158,35 @@ public struct DashboardModel: Sendable {
             return [.state]
         default: return []
         }
+    }
+
+    /// A region defined, replaced or deleted (empty payload) on `regions/{id}`. A definition the
+    /// evaluator would refuse (invalid, or naming another region) changes nothing here either.
+    private mutating func region(_ id: String, _ json: JSONValue?) -> [Change] {
+        guard let json else {
+            guard map.regions.contains(where: { $0.id == id }) else { return [] }
+            map.regions.removeAll { $0.id == id }
+            occupancy[id] = nil
+            layOut()
+            return [.map, .state]
+        }
+        guard case .object(var feature) = json else { return [] }
+        let named = feature["id"]?.stringValue ?? feature["properties"]?["id"]?.stringValue
+        if let named, named != id { return [] }
+        if named == nil { feature["id"] = .string(id) }
+        let document = RegionParser.parse(.object(feature))
+        guard document.problems.isEmpty, document.regions.count == 1, let region = document.regions.first else {
+            return []
+        }
+        if let index = map.regions.firstIndex(where: { $0.id == id }) {
+            guard map.regions[index] != region else { return [] }
+            map.regions[index] = region
+        } else {
+            map.regions.append(region)
+        }
+        if occupancy[id] == nil { occupancy[id] = 0 }
+        layOut()
+        return [.map, .state]
     }
 
     private mutating func authorize(_ subject: String, _ json: JSONValue?) -> [Change] {

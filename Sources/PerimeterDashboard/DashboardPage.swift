@@ -72,15 +72,21 @@ enum DashboardPage {
 
     static let script = #"""
         "use strict";
-        const svg = document.querySelector("#map svg");
         const NS = "http://www.w3.org/2000/svg";
-        const layer = document.createElementNS(NS, "g");
-        layer.id = "subjects";
-        svg.appendChild(layer);
-        const names = {};
-        document.querySelectorAll("#labels text[data-region]").forEach(t => { names[t.dataset.region] = t.textContent; });
+        let layer, names;
         let lastCounts = null;
-        let state = { ranging: {} };
+        let state = null;
+
+        // Takes the map in the page (again after a "map" event): the subjects' layer and region names.
+        function adoptMap() {
+          const svg = document.querySelector("#map svg");
+          layer = document.createElementNS(NS, "g");
+          layer.id = "subjects";
+          svg.appendChild(layer);
+          names = {};
+          document.querySelectorAll("#labels text[data-region]").forEach(t => { names[t.dataset.region] = t.textContent; });
+        }
+        adoptMap();
 
         function text(tag, content, cls) {
           const el = document.createElement(tag);
@@ -150,7 +156,7 @@ enum DashboardPage {
           const list = document.getElementById("ranging");
           list.replaceChildren();
           const subject = document.getElementById("subject-select").value;
-          for (const entry of (state.ranging[subject] || [])) {
+          for (const entry of ((state && state.ranging[subject]) || [])) {
             for (const b of entry.beacons) {
               const id = b.uuid ? b.uuid + " " + b.major + "/" + b.minor : (b.namespace ? b.namespace + " " + b.instance : b.id1);
               list.append(text("li", entry.region + ": " + id + " — " + b.proximity + ", " + b.accuracy + " m, " + b.rssi + " dBm"));
@@ -176,6 +182,12 @@ enum DashboardPage {
         events.onopen = () => { connection.textContent = "live"; connection.className = "on"; };
         events.onerror = () => { connection.textContent = "reconnecting…"; connection.className = "off"; };
         events.addEventListener("state", e => render(JSON.parse(e.data)));
+        events.addEventListener("map", e => {
+          // Our own SVG, drawn by the dashboard with every text escaped.
+          document.getElementById("map").innerHTML = JSON.parse(e.data);
+          adoptMap();
+          if (state) render(state);
+        });
         events.addEventListener("feed", e => {
           const feed = document.getElementById("feed");
           feed.prepend(feedLine(JSON.parse(e.data)));

@@ -14,8 +14,7 @@ public struct DashboardService: Service {
     let logger: Logger
     let map: VenueMap
     let renderer: SVGMapRenderer
-    let page: String
-    let svg: String
+    let title: String
     private let broadcaster = EventBroadcaster()
     /// Called with the page's URL once the server listens (e.g. for `perimeter up` to print it).
     let onListening: (@Sendable (String) -> Void)?
@@ -38,8 +37,8 @@ public struct DashboardService: Service {
         }
         map = VenueMap(title: configuration.title ?? configuration.venue, regions: document.regions)
         renderer = SVGMapRenderer(width: 960, height: 640, margin: 40)
-        svg = renderer.render(map)
-        page = DashboardPage.html(title: configuration.title ?? "Perimeter — \(configuration.venue)", svg: svg)
+        title = configuration.title ?? "Perimeter — \(configuration.venue)"
+        broadcaster.start(svg: renderer.render(map))
     }
 
     /// The page with its last lines held back for `seconds`: the browser runs the page's script
@@ -65,16 +64,19 @@ public struct DashboardService: Service {
         let broadcaster = broadcaster
         broadcaster.publish(state: model.view(brokerConnected: false).serialized())
         let server = try HTTPServer(host: configuration.http.host, port: configuration.http.port) {
-            [page, svg] path in
+            [title] path in
             switch path {
-            case "/", "/index.html": return HTTPServer.Response(contentType: "text/html; charset=utf-8", body: page)
-            case "/map.svg": return HTTPServer.Response(contentType: "image/svg+xml", body: svg)
+            case "/", "/index.html":
+                return HTTPServer.Response(
+                    contentType: "text/html; charset=utf-8",
+                    body: DashboardPage.html(title: title, svg: broadcaster.svg))
+            case "/map.svg": return HTTPServer.Response(contentType: "image/svg+xml", body: broadcaster.svg)
             case "/events": return .stream { writer in broadcaster.serve(writer) }
             case let path where path.hasPrefix("/snapshot/"):
                 guard let seconds = Double(path.dropFirst("/snapshot/".count)), seconds >= 0, seconds <= 60 else {
                     return HTTPServer.Response(status: 404, body: "try /snapshot/SECONDS (0 to 60)\n")
                 }
-                return Self.heldPage(page, seconds: seconds)
+                return Self.heldPage(DashboardPage.html(title: title, svg: broadcaster.svg), seconds: seconds)
             case "/healthz":
                 let connected = client.state.isConnected
                 let pages = "\(broadcaster.clientCount) page(s) streaming\n"
@@ -117,9 +119,15 @@ public struct DashboardService: Service {
                 }
             }
             var dirty = false
+            var mapDirty = false
             for await message in wakes {
                 if Task.isCancelled { break }
                 guard let message else {
+                    // A burst of retained regions at subscribe time redraws the map once.
+                    if mapDirty {
+                        broadcaster.publish(map: model.svg)
+                        mapDirty = false
+                    }
                     if dirty {
                         broadcaster.publish(state: model.view(brokerConnected: client.state.isConnected).serialized())
                         dirty = false
@@ -129,6 +137,7 @@ public struct DashboardService: Service {
                 for change in model.apply(topic: message.topic, payload: message.payload) {
                     switch change {
                     case .state: dirty = true
+                    case .map: mapDirty = true
                     case .feed(let line): broadcaster.publish(feed: line)
                     case .feedReset: broadcaster.reset(feed: model.feedLines)
                     }

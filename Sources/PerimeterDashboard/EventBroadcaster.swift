@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterCore
 import Synchronization
 
 /// Fans Server-Sent Events out to the page's open connections, each served on a thread of its
@@ -29,6 +30,9 @@ final class EventBroadcaster: Sendable {
         var clients: [ObjectIdentifier: Client] = [:]
         var state = "{}"
         var feed: [String] = []
+        /// The map as drawn now, and whether it changed since the page was first served.
+        var svg = ""
+        var mapChanged = false
     }
 
     private let shared = Mutex(Shared())
@@ -43,6 +47,25 @@ final class EventBroadcaster: Sendable {
     }
 
     var clientCount: Int { shared.withLock { $0.clients.count } }
+
+    /// The map as drawn now.
+    var svg: String {
+        get { shared.withLock { $0.svg } }
+    }
+
+    /// Sets the map first served (no event).
+    func start(svg: String) { shared.withLock { $0.svg = svg } }
+
+    /// A new map (the regions changed): every page redraws it.
+    func publish(map svg: String) {
+        let data = JSONValue.string(svg).serialized()
+        let clients = shared.withLock { shared in
+            shared.svg = svg
+            shared.mapChanged = true
+            return Array(shared.clients.values)
+        }
+        for client in clients { client.push(Self.frame(event: "map", data: data)) }
+    }
 
     func publish(state: String) {
         let clients = shared.withLock { shared in
@@ -81,7 +104,9 @@ final class EventBroadcaster: Sendable {
         let client = Client()
         let first = shared.withLock { shared -> String in
             shared.clients[ObjectIdentifier(client)] = client
-            return Self.frame(event: "feed-reset", data: "[" + shared.feed.joined(separator: ",") + "]")
+            // A page served before the map changed would otherwise keep the old one.
+            let map = shared.mapChanged ? Self.frame(event: "map", data: JSONValue.string(shared.svg).serialized()) : ""
+            return map + Self.frame(event: "feed-reset", data: "[" + shared.feed.joined(separator: ",") + "]")
                 + Self.frame(event: "state", data: shared.state)
         }
         defer { _ = shared.withLock { $0.clients.removeValue(forKey: ObjectIdentifier(client)) } }

@@ -81,10 +81,16 @@ struct BrowserTests {
                 "perimeter/v1/test/obs/phone-1/ble",
                 #"{"subject":"visitor-1","t":"\#(t)","adverts":[{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E","major":1,"minor":7,"rssi":-52,"tx":-59}]}"#,
                 qos: .atLeastOnce)
+            // … and the operator adds a kiosk: the open page redraws its map.
+            try await publisher.publish(
+                "perimeter/v1/test/regions/kiosk",
+                #"{"type":"Feature","properties":{"name":"Kiosk","radius":5},"geometry":{"type":"Point","coordinates":[2.3362,48.8607]}}"#,
+                qos: .atLeastOnce, retain: true)
             let dom = try await browser.value
 
             let regions = dom.components(separatedBy: "class=\"region ").count - 1
-            #expect(regions == 4, "regions drawn: \(regions)")
+            #expect(regions == 5, "regions drawn: \(regions)")
+            #expect(dom.contains("id=\"region-kiosk\""), "a region published while the page is open is drawn")
             #expect(dom.contains("id=\"region-gallery-1-beacons\" class=\"region beacon\""))
             #expect(dom.contains("id=\"region-gallery-1\"") && dom.contains("id=\"region-cafe\""))
             #expect(dom.contains("id=\"connection\" class=\"on\""), "the event stream connected")

@@ -145,6 +145,32 @@ struct DashboardModelTests {
         #expect(model.view(brokerConnected: true)["ranging"]?["eve"] == nil)
     }
 
+    @Test("Regions published on regions/{id} are drawn; deleted ones go; refused ones change nothing")
+    func liveRegions() {
+        var model = Self.model()
+        let kiosk =
+            #"{"type":"Feature","properties":{"name":"Kiosk","radius":5},"geometry":{"type":"Point","coordinates":[2.3362,48.8605]}}"#
+        #expect(Self.apply(&model, "regions/kiosk", kiosk) == [.map, .state])
+        #expect(model.svg.contains("id=\"region-kiosk\""))
+        #expect(model.view(brokerConnected: true)["occupancy"]?["kiosk"]?.intValue == 0)
+        // The same definition again (a retained copy) redraws nothing.
+        #expect(Self.apply(&model, "regions/kiosk", kiosk).isEmpty)
+        // Refused as the evaluator refuses them: another region's id, an invalid shape.
+        let other =
+            #"{"type":"Feature","id":"other","properties":{"radius":5},"geometry":{"type":"Point","coordinates":[2.3362,48.8605]}}"#
+        #expect(Self.apply(&model, "regions/kiosk2", other).isEmpty)
+        let invalid =
+            #"{"type":"Feature","properties":{"radius":-5},"geometry":{"type":"Point","coordinates":[2.3362,48.8605]}}"#
+        #expect(Self.apply(&model, "regions/kiosk3", invalid).isEmpty)
+        #expect(!model.svg.contains("region-kiosk2") && !model.svg.contains("region-kiosk3"))
+        // Deleted (empty retained payload): gone from the map and the occupancy table, and the
+        // evaluator's closing count of 0 does not bring it back.
+        #expect(Self.apply(&model, "regions/kiosk", "") == [.map, .state])
+        #expect(!model.svg.contains("region-kiosk"))
+        #expect(Self.apply(&model, "occupancy/kiosk", #"{"count":0}"#).isEmpty)
+        #expect(model.view(brokerConnected: true)["occupancy"]?["kiosk"] == nil)
+    }
+
     @Test("Raw observations are not among the subscriptions")
     func subscriptions() {
         let filters = Self.model().subscriptions
