@@ -58,7 +58,8 @@ public struct DashboardModel: Sendable {
     var subjects: [String: Subject] = [:]
     var occupancy: [String: Int] = [:]
     var feed: [FeedItem] = []
-    var services: [String: (online: Bool, t: String?)] = [:]
+    /// By name ("evaluator 1", "agent phone-7"), with the agent's id for agents.
+    var services: [String: (online: Bool, t: String?, agent: String?)] = [:]
     public private(set) var deadletters = 0
     public private(set) var events = 0
     public private(set) var notifications = 0
@@ -123,7 +124,7 @@ public struct DashboardModel: Sendable {
         let rest = Array(levels[prefixLevels...])
         let json = payload.isEmpty ? nil : try? JSONValue(parsing: String(decoding: payload, as: UTF8.self))
         if rest.first == "_sys", rest.count == 4, rest[3] == "status" {
-            return service("\(rest[1]) \(Topics.decodeLevel(rest[2]))", json)
+            return service("\(rest[1]) \(Topics.decodeLevel(rest[2]))", agent: nil, json)
         }
         guard rest.first == venue, rest.count >= 2 else { return [] }
         let path = Array(rest.dropFirst())
@@ -150,7 +151,7 @@ public struct DashboardModel: Sendable {
             item["reason"] = json?["reason"] ?? .null
             item["t"] = json?["t"] ?? .null
             return [.state, append(item, subject: nil)]
-        case ("agents", 3) where path[2] == "status": return service("agent \(id(1))", json)
+        case ("agents", 3) where path[2] == "status": return service("agent \(id(1))", agent: id(1), json)
         case ("diagnostics", 2):
             let subject = id(1)
             guard visibility(of: subject) != .hidden else { return [] }
@@ -270,9 +271,9 @@ public struct DashboardModel: Sendable {
         return [.state, append(item, subject: subject)]
     }
 
-    private mutating func service(_ name: String, _ json: JSONValue?) -> [Change] {
+    private mutating func service(_ name: String, agent: String?, _ json: JSONValue?) -> [Change] {
         if let json {
-            services[name] = (json["online"]?.boolValue ?? false, json["t"]?.stringValue)
+            services[name] = (json["online"]?.boolValue ?? false, json["t"]?.stringValue, agent)
         } else {
             services[name] = nil
         }
@@ -358,7 +359,10 @@ public struct DashboardModel: Sendable {
         counters["held"] = .number(Double(held))
         root["counters"] = .object(counters)
         var serviceList: [JSONValue] = [["id": "dashboard broker connection", "online": .bool(brokerConnected)]]
-        for (name, status) in services.sorted(by: { $0.key < $1.key }) {
+        // A phone's agent id is its subject's id unless it says otherwise (topics.md): an agent
+        // named like a hidden subject is not listed either.
+        for (name, status) in services.sorted(by: { $0.key < $1.key })
+        where status.agent.map({ visibility(of: $0) != .hidden }) ?? true {
             var item = JSONObject()
             item["id"] = .string(name)
             item["online"] = .bool(status.online)

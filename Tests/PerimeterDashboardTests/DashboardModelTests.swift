@@ -54,6 +54,8 @@ struct DashboardModelTests {
             + Self.apply(&model, "diagnostics/bob", #"{"heldEvents":3}"#)
             + Self.apply(&model, "notifications/push/bob", #"{"title":"Welcome"}"#)
         #expect(changes.isEmpty)
+        // Bob's phone, whose agent id is his subject id (the default), is not listed either.
+        _ = Self.apply(&model, "agents/bob/status", #"{"online":true}"#)
         // Occupancy is an aggregate and is shown as published.
         _ = Self.apply(&model, "occupancy/gallery-1", #"{"count":1,"t":"2026-12-01T00:10:59.000Z"}"#)
         let view = model.view(brokerConnected: true).serialized()
