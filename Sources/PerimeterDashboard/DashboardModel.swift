@@ -147,7 +147,9 @@ public struct DashboardModel: Sendable {
             deadletters += 1
             var item = JSONObject()
             item["kind"] = "deadletter"
-            item["code"] = json?["code"] ?? .null
+            item["component"] = .string(id(1))
+            // The evaluator's records have a `code`, the notifier's a delivery `state`.
+            item["code"] = json?["code"] ?? json?["state"] ?? .null
             item["reason"] = json?["reason"] ?? .null
             item["t"] = json?["t"] ?? .null
             return [.state, append(item, subject: nil)]
@@ -265,8 +267,10 @@ public struct DashboardModel: Sendable {
         item["kind"] = "notification"
         item["channel"] = .string(channel)
         item["subject"] = .string(subject)
-        let text = json?["title"] ?? json?["text"] ?? json?["body"] ?? json?["message"]
-        item["text"] = text ?? .null
+        // The notifier's record (topics.md): a title and a body in the recipient's language.
+        let parts = [json?["title"]?.stringValue, json?["body"]?.stringValue].compactMap { $0 }
+        item["text"] = parts.isEmpty ? .null : .string(parts.joined(separator: ": "))
+        if let region = json?["region"]?.stringValue { item["region"] = .string(region) }
         item["t"] = json?["t"] ?? .null
         return [.state, append(item, subject: subject)]
     }

@@ -170,7 +170,7 @@ enum DashboardPage {
         function feedLine(item) {
           let line;
           switch (item.kind) {
-            case "deadletter": line = "dead letter (" + item.code + "): " + item.reason; break;
+            case "deadletter": line = "dead letter [" + item.component + "] (" + item.code + "): " + item.reason; break;
             case "notification": line = "notification [" + item.channel + "] to " + item.subject + ": " + (item.text || ""); break;
             default: line = item.subject + " " + item.kind + " " + (names[item.region] || item.region) + (item.held ? " (held)" : "");
           }

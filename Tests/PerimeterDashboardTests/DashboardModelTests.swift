@@ -128,20 +128,29 @@ struct DashboardModelTests {
             &model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
         #expect(feed.contains { if case .feed = $0 { true } else { false } })
         _ = Self.apply(&model, "deadletter/evaluator", #"{"topic":"x","reason":"lat: out of range","code":"range"}"#)
+        // A notification record as the notifier publishes it (topics.md), and one that failed.
+        _ = Self.apply(
+            &model, "notifications/app/eve",
+            #"{"id":"k","rule":"hello","channel":"app","subject":"eve","region":"cafe","title":"Bienvenue","body":"Café ouvert"}"#
+        )
+        _ = Self.apply(&model, "deadletter/notifier", #"{"key":"k2","state":"dead","reason":"HTTP 503"}"#)
         _ = model.apply(topic: "perimeter/v1/_sys/evaluator/1/status", payload: Array(#"{"online":true}"#.utf8))
         _ = Self.apply(&model, "agents/phone-7/status", #"{"online":false}"#)
         _ = Self.apply(&model, "place/eve", #"{"place":"cafe","source":"gps"}"#)
         _ = Self.apply(&model, "ranging/cafe/eve", #"{"beacons":[{"type":"ibeacon","uuid":"u","major":1,"minor":7}]}"#)
         let view = model.view(brokerConnected: true)
         #expect(view["occupancy"]?["cafe"]?.intValue == 2)
-        #expect(view["counters"]?["deadletters"]?.intValue == 1)
+        #expect(view["counters"]?["deadletters"]?.intValue == 2)
+        #expect(view["counters"]?["notifications"]?.intValue == 1)
+        #expect(model.feedLines.contains { $0.contains(#""text":"Bienvenue: Café ouvert""#) })
+        #expect(model.feedLines.contains { $0.contains(#""component":"notifier""#) && $0.contains(#""code":"dead""#) })
         #expect(view["counters"]?["events"]?.intValue == 1)
         #expect(view["ranging"]?["eve"]?.arrayValue?.count == 1)
         let services = view["services"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
         #expect(services.contains("evaluator 1") && services.contains("agent phone-7"))
         let eve = try #require(Self.subjects(model).first)
         #expect(eve["place"]?.stringValue == "cafe" && eve["x"] != nil)
-        #expect(model.feedLines.count == 2)
+        #expect(model.feedLines.count == 4)
         // Leaving the region ends its ranging list.
         _ = Self.apply(&model, "exit/cafe/eve", #"{"event":"exit","region":"cafe","subject":"eve"}"#)
         #expect(model.view(brokerConnected: true)["ranging"]?["eve"] == nil)
