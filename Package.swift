@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
+        .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
         .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
     ],
     targets: [
@@ -20,6 +21,7 @@ let package = Package(
         .systemLibrary(
             name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -27,6 +29,8 @@ let package = Package(
         // Thin wrappers: the only importers of their C library.
         .target(name: "PerimeterMQTT", dependencies: ["CMosquitto"]),
         .target(name: "PerimeterStore", dependencies: ["CSQLite"]),
+        // TCP with TLS, HMAC-SHA256, HTTP and SMTP clients: the only importer of OpenSSL.
+        .target(name: "PerimeterNet", dependencies: ["COpenSSL"]),
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
@@ -36,6 +40,10 @@ let package = Package(
             name: "PerimeterEvaluator",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
+        // The notifier: rules, templates, outbox and channels around the core.
+        .target(
+            name: "PerimeterNotifier",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
         // The live dashboard: a consumer of the venue's topics serving one page and its event stream.
         .target(name: "PerimeterDashboard", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit"]),
 
@@ -44,7 +52,7 @@ let package = Package(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
-                "PerimeterDashboard",
+                "PerimeterNotifier", "PerimeterNet", "PerimeterDashboard",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -70,6 +78,10 @@ let package = Package(
             name: "PerimeterEvaluatorTests",
             dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "PerimeterNotifierTests",
+            dependencies: ["PerimeterNotifier", "PerimeterNet", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Peers")]),
         .testTarget(
             name: "PerimeterDashboardTests",
             dependencies: ["PerimeterDashboard", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"]),

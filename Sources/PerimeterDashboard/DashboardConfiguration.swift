@@ -84,8 +84,8 @@ public struct DashboardConfiguration: Sendable {
         let coarse = reader.double("dashboard.coarseMeters", default: 5000, range: 10...1_000_000)
         let title = reader.optionalString("dashboard.title")
         let log = LogSettings.read(from: reader)
-        // A shared file: the evaluator's sections are its business.
-        for section in ["evaluator", "venues", "adapters", "venue"] { reader.claim(section) }
+        // A shared file: the evaluator's and the notifier's sections are theirs.
+        for section in ["evaluator", "venues", "adapters", "venue", "notifier", "channels"] { reader.claim(section) }
         try reader.finish()
         return DashboardConfiguration(
             broker: broker, prefix: prefix, venue: venue, regionsPath: regions ?? "", http: http, consumer: consumer,

@@ -84,15 +84,7 @@ public struct EvaluatorConfiguration: Sendable {
         let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
         let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
-        var http: (host: String, port: Int)?
-        if let text = reader.optionalString("evaluator.http") {
-            let parts = text.split(separator: ":")
-            if parts.count == 2, let port = Int(parts[1]), (0...65535).contains(port) {
-                http = (String(parts[0]), port)
-            } else {
-                reader.reject("evaluator.http", "expected host:port like 127.0.0.1:9464, got '\(text)'")
-            }
-        }
+        let http = reader.hostPort("evaluator.http")
         let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
@@ -101,10 +93,7 @@ public struct EvaluatorConfiguration: Sendable {
         }
 
         var venues: [Venue] = []
-        let names = reader.children(of: "venues")
-        if names.isEmpty {
-            reader.reject("venues", "name at least one venue: {\"venues\": {\"museum\": {\"regions\": \"…\"}}}")
-        }
+        let names = reader.venueIDs()
         for name in names {
             if let venue = readVenue(name, reader) { venues.append(venue) }
         }
@@ -135,20 +124,8 @@ public struct EvaluatorConfiguration: Sendable {
 
     private static func readVenue(_ name: String, _ reader: ConfigReader) -> Venue? {
         let key = "venues.\(name)"
-        if name.isEmpty || Topics.separator(in: name) != nil || name.hasPrefix("_") {
-            reader.reject(key, "a venue id must be one topic level without '/', '+', '#', not starting with '_'")
-        }
         let regions = reader.optionalString("\(key).regions")
-        let zone = reader.string("\(key).timeZone", default: "UTC")
-        let timeZone = TimeZone(identifier: zone)
-        if timeZone == nil {
-            reader.reject("\(key).timeZone", "'\(zone)' is not an IANA time zone (e.g. Europe/Paris)")
-        }
-        let locale = reader.string("\(key).locale", default: "en_US")
-        let currency = reader.string("\(key).currency", default: "USD")
-        if currency.count != 3 || !currency.allSatisfy({ $0.isUppercase && $0.isASCII }) {
-            reader.reject("\(key).currency", "expected an ISO 4217 code like EUR, got '\(currency)'")
-        }
+        let conventions = reader.venueConventions(key)
         let exponent = reader.double("\(key).pathLossExponent", default: 2, range: 1...6)
         let staleAfter = reader.double("\(key).staleAfter", default: 300, range: 1...86_400 * 7)
         let exitTimeout = reader.double("\(key).beaconExitTimeout", default: 30, range: 1...3600)
@@ -158,7 +135,7 @@ public struct EvaluatorConfiguration: Sendable {
         }
         let privacy = readPrivacy("\(key).privacy", reader)
         var settings = VenueSettings(
-            id: name, timeZone: timeZone ?? TimeZone(identifier: "UTC")!, locale: locale, currency: currency,
+            id: name, timeZone: conventions.timeZone, locale: conventions.locale, currency: conventions.currency,
             staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
             privacy: privacy)
         settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)

@@ -31,31 +31,6 @@ public struct EvaluatorService: Service {
     }
 }
 
-/// Journals inbound messages on the MQTT client's network thread, through its own connection.
-final class InboundJournal: @unchecked Sendable {
-    private let store: EvaluatorStore
-    let written = Atomic<Int>(0)
-    let failed = Atomic<Int>(0)
-    private let logger: Logger
-
-    init(path: String, logger: Logger) throws {
-        store = try EvaluatorStore(path: path)
-        self.logger = logger
-    }
-
-    /// Only ever called from the one network thread.
-    func append(_ message: MQTTMessage) {
-        do {
-            try store.journal(topic: message.topic, payload: message.payload, received: Date())
-            written.add(1, ordering: .relaxed)
-        } catch {
-            failed.add(1, ordering: .relaxed)
-            logger.error(
-                "journal write failed: message lost", metadata: ["topic": .string(message.topic), "error": "\(error)"])
-        }
-    }
-}
-
 /// What the evaluator counts, published on `{prefix}/_sys/evaluator/{instance}/stats`.
 struct EvaluatorStats {
     var observations: [String: Int] = [:]
@@ -230,7 +205,10 @@ final class EvaluatorRuntime {
 
     func run() async throws {
         try journalRegionFiles(failOnProblems: true)
-        let journal = try InboundJournal(path: configuration.databasePath, logger: logger)
+        let journalStore = try EvaluatorStore(path: configuration.databasePath)
+        let journal = ArrivalJournal(logger: logger) {
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
+        }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
             will: MQTTConfiguration.Will(
@@ -537,7 +515,7 @@ final class EvaluatorRuntime {
         }
     }
 
-    private func publishStats(_ client: MQTTClient, journal: InboundJournal) async {
+    private func publishStats(_ client: MQTTClient, journal: ArrivalJournal) async {
         let depth = (try? store.database.scalar("SELECT count(*) FROM inbox WHERE seq > ?", cursor)?.int) ?? 0
         metrics.set("perimeter_queue_depth", Double(depth ?? 0))
         let payload = stats.payload(

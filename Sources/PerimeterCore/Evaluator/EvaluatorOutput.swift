@@ -26,6 +26,10 @@ public enum EvaluatorOutput: Sendable, Hashable {
     case erased(subject: String, regions: [String])
     /// The answer to `admin/show/{subject}`.
     case shown(subject: String, JSONValue)
+    /// A transition withheld from consumers that may still reach the subject's own device
+    /// (privacy rule 10): published on `self/{event}/{region}/{subject}`, which only the
+    /// notifier's account may read.
+    case selfNotification(RegionEvent)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -102,6 +106,10 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: topics.topic(for: event), payload: Array(JSONValue.object(payload).serialized().utf8), qos: 1,
                 retain: event.kind == .state, eventID: event.kind == .state ? nil : event.id)
+        case .selfNotification(let event):
+            guard var outbound = EvaluatorOutput.event(event).message(topics: topics) else { return nil }
+            outbound.topic = topics.selfEvent(event.kind, region: event.region, subject: event.subject)
+            return outbound
         case .occupancy(let region, let count, let t):
             let payload: JSONValue = ["count": .number(Double(count)), "t": .string(Timestamp.format(t))]
             return OutboundMessage(

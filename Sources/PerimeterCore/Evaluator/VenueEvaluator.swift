@@ -295,6 +295,7 @@ public struct VenueEvaluator: Sendable {
         for output in gated {
             switch output {
             case .deliver(let event): outputs.append(.event(event))
+            case .notifySelf(let event): outputs.append(.selfNotification(event))
             case .diagnostics(let subject, let value): outputs.append(.diagnostics(subject: subject, value))
             case .prompt(let subject): outputs.append(.prompt(subject: subject))
             case .authorization(let subject, let record):

@@ -65,8 +65,7 @@ extension WeeklySchedule {
     }
 
     static func parseForComparison(_ value: JSONValue) -> WeeklySchedule? {
-        var reader = PropertyReader(properties: JSONObject([("schedule", value)]))
-        return reader.schedule("schedule")
+        parse(value, place: "schedule").0
     }
 }
 

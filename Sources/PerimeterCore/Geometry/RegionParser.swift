@@ -388,57 +388,9 @@ struct PropertyReader {
     }
 
     mutating func schedule(_ key: String) -> WeeklySchedule? {
-        switch properties[key] {
-        case nil, .null?: return nil
-        case .array(let windows)?:
-            var result: [WeeklySchedule.Window] = []
-            for (index, window) in windows.enumerated() {
-                let place = "properties.\(key)[\(index)]"
-                guard case .object(let object) = window else {
-                    problems.append("\(place) must be an object {days, start, end}")
-                    continue
-                }
-                var days: Set<WeeklySchedule.Weekday> = []
-                switch object["days"] {
-                case nil, .null?:
-                    days = Set(WeeklySchedule.Weekday.allCases)
-                case .array(let names)?:
-                    for name in names {
-                        if let day = name.stringValue.flatMap(WeeklySchedule.Weekday.init(name:)) {
-                            days.insert(day)
-                        } else {
-                            problems.append(
-                                "\(place).days: unknown day \(name.serialized()); use mon, tue, wed, thu, fri, sat, sun"
-                            )
-                        }
-                    }
-                case let other?:
-                    problems.append("\(place).days must be an array of day names, got \(other.typeName)")
-                }
-                let start = object["start"]?.stringValue.flatMap(WeeklySchedule.minutes)
-                let end = object["end"]?.stringValue.flatMap(WeeklySchedule.minutes)
-                if start == nil || start == 1440 {
-                    problems.append(
-                        "\(place).start must be a time \"HH:MM\" before 24:00, got \(object["start"]?.serialized() ?? "nothing")"
-                    )
-                }
-                if end == nil {
-                    problems.append(
-                        "\(place).end must be a time \"HH:MM\" up to 24:00, got \(object["end"]?.serialized() ?? "nothing")"
-                    )
-                }
-                if let start, let end, start == end {
-                    problems.append(
-                        "\(place): start and end are both \(WeeklySchedule.clock(start)); the window is empty")
-                }
-                if let start, let end, start < 1440 {
-                    result.append(WeeklySchedule.Window(days: days, start: start, end: end))
-                }
-            }
-            return WeeklySchedule(windows: result)
-        case let other?:
-            problems.append("properties.\(key) must be an array of weekly windows, got \(other.typeName)")
-            return nil
-        }
+        guard let value = properties[key], value != .null else { return nil }
+        let (schedule, found) = WeeklySchedule.parse(value, place: "properties.\(key)")
+        problems += found
+        return schedule
     }
 }

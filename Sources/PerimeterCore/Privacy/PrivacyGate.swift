@@ -12,6 +12,9 @@ public enum PrivacyOutput: Sendable, Hashable {
     case authorization(subject: String, AuthorizationRecord)
     /// The subject may no longer be observed: forget it, its states read `unmonitored`.
     case unmonitor(subject: String, reason: String)
+    /// A transition consumers may not have (withheld or held) that the subject's own device may
+    /// still be notified of (rule 10): for the notifier only, on `self/…`.
+    case notifySelf(RegionEvent)
 }
 
 /// The Core Location authorization model on the server, between the engines and everything
@@ -170,6 +173,9 @@ public struct PrivacyGate: Sendable {
         state.now = max(state.now, event.t)
         let verdict = verdict(subject: event.subject, at: event.t, precise: precise, canHold: event.kind != .state)
         var outputs: [PrivacyOutput] = []
+        if verdict != .deliver, event.kind != .state, allowsSelfNotification(event.subject, precise: precise) {
+            outputs.append(.notifySelf(event))
+        }
         switch verdict {
         case .deliver:
             outputs.append(.deliver(event))

@@ -58,6 +58,11 @@ public struct Topics: Sendable, Hashable {
     public func event(_ kind: RegionEvent.Kind, region: String, subject: String) -> String {
         "\(root)/\(kind.rawValue)/\(Self.level(region))/\(Self.level(subject))"
     }
+    /// A transition only the subject's own notifications may use (privacy rule 10; the
+    /// notifier's account alone may read `self/#`).
+    public func selfEvent(_ kind: RegionEvent.Kind, region: String, subject: String) -> String {
+        "\(root)/self/\(kind.rawValue)/\(Self.level(region))/\(Self.level(subject))"
+    }
     public func state(region: String, subject: String) -> String {
         "\(root)/state/\(Self.level(region))/\(Self.level(subject))"
     }

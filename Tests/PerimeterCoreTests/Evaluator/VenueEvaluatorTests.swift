@@ -42,6 +42,7 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
         case .privacyDrop(let subject, let reason): "dropped \(subject) \(reason)"
         case .erased(let subject, let regions): "erased \(subject) \(regions.joined(separator: ","))"
         case .shown(let subject, _): "shown \(subject)"
+        case .selfNotification(let event): "self \(event.kind.rawValue) \(event.region) \(event.subject)"
         }
     }
 }

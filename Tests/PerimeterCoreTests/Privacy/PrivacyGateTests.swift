@@ -19,6 +19,8 @@ private func describe(_ outputs: [PrivacyOutput]) -> [String] {
         case .prompt(let subject): "prompt \(subject)"
         case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
         case .unmonitor(let subject, let reason): "unmonitor \(subject) \(reason)"
+        case .notifySelf(let event):
+            "self \(event.kind.rawValue) \(event.region) @\(Int(event.t.timeIntervalSince1970 - 1_700_000_000))"
         case .diagnostics: nil
         }
     }
@@ -94,14 +96,14 @@ struct PrivacyGateTests {
         _ = whenInUse.apply(usage: true, background: false, subject: "ann", at: at(0))
         _ = whenInUse.apply(usage: false, background: false, subject: "ann", at: at(10))
         #expect(describe(whenInUse.gate(event(.enter, "hall", 5), precise: false)) == ["deliver enter hall @5"])
-        #expect(describe(whenInUse.gate(event(.exit, "hall", 60), precise: false)) == [])
+        #expect(describe(whenInUse.gate(event(.exit, "hall", 60), precise: false)) == ["self exit hall @60"])
         #expect(whenInUse.counters["withheld.insufficientlyInUse"] == 1)
         #expect(whenInUse.counters["held"] == nil)
         var always = gate(.always)
         #expect(describe(always.gate(event(.enter, "hall", 60), precise: false)) == ["deliver enter hall @60"])
         // A consumer that only asked for when-in-use gets nothing beyond it.
         var narrow = gate(.always, sessions: [ServiceSession(level: .whenInUse)])
-        #expect(describe(narrow.gate(event(.enter, "hall", 60), precise: false)) == [])
+        #expect(describe(narrow.gate(event(.enter, "hall", 60), precise: false)) == ["self enter hall @60"])
     }
 
     @Test("rule 5: provisional always holds, supersedes, expires, prompts once, and an upgrade delivers held events")
@@ -110,9 +112,11 @@ struct PrivacyGateTests {
         _ = gate.apply(usage: true, background: false, subject: "ann", at: at(0))
         #expect(describe(gate.gate(event(.enter, "hall", 5), precise: false)) == ["deliver enter hall @5"])
         _ = gate.apply(usage: false, background: false, subject: "ann", at: at(10))
-        #expect(describe(gate.gate(event(.exit, "hall", 100), precise: false)) == [])
-        #expect(describe(gate.gate(event(.enter, "cafe", 200), precise: false)) == [])
-        #expect(describe(gate.gate(event(.exit, "cafe", 300), precise: false)) == [], "replaces the cafe enter")
+        #expect(describe(gate.gate(event(.exit, "hall", 100), precise: false)) == ["self exit hall @100"])
+        #expect(describe(gate.gate(event(.enter, "cafe", 200), precise: false)) == ["self enter cafe @200"])
+        #expect(
+            describe(gate.gate(event(.exit, "cafe", 300), precise: false)) == ["self exit cafe @300"],
+            "replaces the cafe enter")
         #expect(gate.counters["superseded"] == 1)
         #expect(gate.diagnostics(of: "ann", at: at(300))["heldEvents"] == 2)
         // In use again with held events: the prompt, once ever.
@@ -178,7 +182,7 @@ struct PrivacyGateTests {
     @Test("rule 8: sessions layer; ending one leaves the others; none withholds with serviceSessionRequired")
     func sessions() {
         var gate = gate(.always, sessions: [])
-        #expect(describe(gate.gate(event(.enter, "hall", 1), precise: false)) == [])
+        #expect(describe(gate.gate(event(.enter, "hall", 1), precise: false)) == ["self enter hall @1"])
         #expect(gate.counters["withheld.serviceSessionRequired"] == 1)
         _ = gate.apply(session: ServiceSession(subjects: ["ann"], level: .whenInUse), key: "basic/1", at: at(2))
         _ = gate.apply(
@@ -186,7 +190,7 @@ struct PrivacyGateTests {
         #expect(describe(gate.gate(event(.exit, "hall", 3), precise: false)) == ["deliver exit hall @3"])
         _ = gate.apply(session: nil, key: "nav/1", at: at(4))
         // Only the when-in-use session is left, and ann is not in use.
-        #expect(describe(gate.gate(event(.enter, "hall", 5), precise: false)) == [])
+        #expect(describe(gate.gate(event(.enter, "hall", 5), precise: false)) == ["self enter hall @5"])
         #expect(gate.diagnostics(of: "ann", at: at(5))["serviceSessionRequired"] == false)
         _ = gate.apply(session: nil, key: "basic/1", at: at(6))
         #expect(gate.diagnostics(of: "ann", at: at(6))["serviceSessionRequired"] == true)

@@ -1,0 +1,268 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterNet
+import PerimeterNotifier
+import Synchronization
+
+/// `perimeter bench notifier`: notifications per second through the whole notifier (journal,
+/// rules, templates, outbox, delivery) for the MQTT and webhook channels, each beside its raw
+/// transport in the same run: MQTT against relaying the same records through the broker at
+/// QoS 1; webhooks against POSTing the same bodies straight to the same receiver.
+struct BenchNotifierCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notifier", abstract: "Notifications/s for the MQTT and webhook channels, against raw transport.",
+        discussion: """
+            Starts a private mosquitto, an HTTP receiver of its own (it answers 200 and counts
+            distinct Idempotency-Keys) and the notifier in-process with one MQTT and one webhook
+            channel; publishes N enter events per channel and times until every notification
+            arrived. Baselines in the same run: N QoS 1 messages of the notification's size relayed
+            through the same broker; N POSTs of the same body with the same concurrency.
+            """)
+
+    @Option(help: "Events per channel (default 5000).", valueName: "n")
+    var count: Int = 5000
+
+    @Option(help: "Deliveries in flight (notifier.concurrency, default 16).", valueName: "n")
+    var concurrency: Int = 16
+
+    mutating func validate() throws {
+        if count < 1 { throw ValidationError("--count must be positive") }
+        if concurrency < 1 { throw ValidationError("--concurrency must be positive") }
+    }
+
+    func run() async throws {
+        let broker = try await MosquittoBroker.start()
+        defer { broker.kill() }
+        let receiver = try PostReceiver()
+        defer { receiver.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-bench-notifier-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let rules = #"""
+            {"rules":[
+             {"id":"m","on":"enter","regions":"m-*","channels":["mq"],"audience":"subject","fields":{"price":12.5},
+              "body":{"en":"Your order is ready at {time} — {price:currency}","de":"Ihre Bestellung ist um {time} fertig — {price:currency}"}},
+             {"id":"w","on":"enter","regions":"w-*","channels":["hook"],"body":"{subject} entered {region} at {time}"}]}
+            """#
+        let rulesPath = directory.appendingPathComponent("rules.json").path
+        try rules.write(toFile: rulesPath, atomically: true, encoding: .utf8)
+        var delivery = NotifierConfiguration.Delivery()
+        delivery.concurrency = concurrency
+        var configuration = NotifierConfiguration(
+            broker: BrokerSettings(host: "127.0.0.1", port: broker.port, clientID: "bench-notifier"),
+            databasePath: directory.appendingPathComponent("notifier.sqlite").path,
+            venues: [
+                .init(
+                    id: "bench",
+                    conventions: VenueConventions(
+                        timeZone: TimeZone(identifier: "America/Chicago")!, locale: "en_US", currency: "USD"),
+                    rulesPath: rulesPath)
+            ],
+            channels: [
+                "mq": .mqtt(topic: nil),
+                "hook": .webhook(
+                    url: URL(string: "http://127.0.0.1:\(receiver.port)/hook")!, secret: "bench-secret-0123456789",
+                    tls: .init()),
+            ], delivery: delivery, log: LogSettings())
+        configuration.log.level = .warning
+        let logger = configuration.log.makeLogger(label: "notifier")
+        let service = Task { try await NotifierService(configuration: configuration, logger: logger).run() }
+        defer { service.cancel() }
+
+        var observerConfiguration = MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "bench-observer")
+        observerConfiguration.inboundBufferSize = count + 64
+        let observer = try MQTTClient(observerConfiguration)
+        try await observer.connect()
+        try await observer.subscribe("perimeter/v1/bench/notifications/#", qos: .atLeastOnce)
+        let publisher = try MQTTClient(
+            MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "bench-events"))
+        try await publisher.connect()
+        try await Task.sleep(for: .seconds(1))  // the notifier subscribes
+        _ = try await publisher.publish(batch: [
+            MQTTMessage(
+                topic: "perimeter/v1/bench/subjects/s0/preferences", payload: Array(#"{"locale":"de_DE"}"#.utf8),
+                qos: .atLeastOnce, retain: true)
+        ])
+
+        print("perimeter bench notifier: \(count) events per channel, \(concurrency) deliveries in flight, 2 cores")
+        // MQTT channel.
+        let wanted = count
+        let messages = observer.messages
+        let arrivals = Task {
+            var seen = 0
+            var size = 0
+            for await message in messages {
+                seen += 1
+                size = message.payload.count
+                if seen == wanted { break }
+            }
+            return size
+        }
+        let t0 = Date(timeIntervalSince1970: 1_764_603_660)
+        let mqttStart = ContinuousClock.now
+        try await publishEvents(publisher, prefix: "m", t0: t0)
+        let size = await arrivals.value
+        let mqttSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - mqttStart)
+        let relaySeconds = try await BenchMQTTCommand.runOurs(
+            endpoint: ("127.0.0.1", broker.port), qos: .atLeastOnce, count: count,
+            payload: BenchMQTTCommand.payload(size: size), round: 1)
+        let mqttRate = Double(count) / mqttSeconds
+        let relayRate = Double(count) / relaySeconds
+        print(
+            "mqtt     notifier \(BenchMQTTCommand.rate(mqttRate)) notifications/s   raw QoS 1 relay of \(size)-byte records \(BenchMQTTCommand.rate(relayRate)) msg/s   ratio \(String(format: "%.2f", mqttRate / relayRate))"
+        )
+
+        // Webhook channel.
+        let hookStart = ContinuousClock.now
+        try await publishEvents(publisher, prefix: "w", t0: t0)
+        let deadline = ContinuousClock.now + .seconds(600)
+        while receiver.distinctKeys < count {
+            if ContinuousClock.now > deadline { throw ExitCode(1, "webhook notifications did not all arrive") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let hookSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - hookStart)
+        let body = receiver.lastBody
+        let url = URL(string: "http://127.0.0.1:\(receiver.port)/raw")!
+        let rawStart = ContinuousClock.now
+        let next = Counter()
+        let total = count
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    try await Blocking.run {
+                        while next.take() <= total {
+                            _ = try HTTPClient.post(
+                                url, headers: [("Content-Type", "application/json")], body: body, timeout: 10)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let rawSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - rawStart)
+        let hookRate = Double(count) / hookSeconds
+        let rawRate = Double(count) / rawSeconds
+        print(
+            "webhook  notifier \(BenchMQTTCommand.rate(hookRate)) notifications/s   raw POSTs of \(body.count)-byte bodies \(BenchMQTTCommand.rate(rawRate)) req/s   ratio \(String(format: "%.2f", hookRate / rawRate))"
+        )
+        print("duplicates seen by the receiver: \(receiver.duplicates)")
+        await publisher.disconnect()
+        await observer.disconnect()
+    }
+
+    private func publishEvents(_ publisher: MQTTClient, prefix: String, t0: Date) async throws {
+        var batch: [MQTTMessage] = []
+        for index in 0..<count {
+            let subject = "s\(index % 1000)"
+            let region = "\(prefix)-\(index)"
+            let payload: JSONValue = [
+                "id": .string("\(prefix)\(index)"), "event": "enter", "venue": "bench", "region": .string(region),
+                "subject": .string(subject), "t": .string(Timestamp.format(t0.addingTimeInterval(Double(index)))),
+                "seq": 1, "source": "gps",
+            ]
+            batch.append(
+                MQTTMessage(
+                    topic: "perimeter/v1/bench/enter/\(region)/\(subject)", payload: Array(payload.serialized().utf8),
+                    qos: .atLeastOnce))
+            if batch.count == 500 {
+                try await publisher.publish(batch: batch)
+                batch.removeAll()
+            }
+        }
+        if !batch.isEmpty { try await publisher.publish(batch: batch) }
+    }
+}
+
+/// The benchmark's webhook receiver: HTTP/1.1 POSTs on loopback, a thread per connection,
+/// 200 to each, distinct Idempotency-Keys counted.
+final class PostReceiver: Sendable {
+    private let socket: Int32
+    let port: Int
+    private let state = Mutex<(keys: Set<String>, duplicates: Int, last: [UInt8])>(([], 0, []))
+    private let stopped = Atomic<Bool>(false)
+
+    init() throws {
+        let server = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
+        // Only its port choice is wanted: the receiver below needs POST bodies.
+        let chosen = server.port
+        server.stop()
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(chosen).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(fd, 512) == 0 else { throw ExitCode(1, "the bench receiver cannot listen") }
+        socket = fd
+        port = chosen
+        let thread = Thread { [self] in accept() }
+        thread.start()
+    }
+
+    var distinctKeys: Int { state.withLock { $0.keys.count } }
+    var duplicates: Int { state.withLock { $0.duplicates } }
+    var lastBody: [UInt8] { state.withLock { $0.last } }
+
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        shutdown(socket, Int32(SHUT_RDWR))
+        close(socket)
+    }
+
+    private func accept() {
+        while !stopped.load(ordering: .relaxed) {
+            let client = Glibc.accept(socket, nil, nil)
+            if client < 0 { continue }
+            Thread.detachNewThread { [self] in answer(client) }
+        }
+    }
+
+    private func answer(_ client: Int32) {
+        defer { close(client) }
+        var request: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        var headerEnd: Int?
+        var length = 0
+        while true {
+            let count = recv(client, &buffer, buffer.count, 0)
+            if count <= 0 { return }
+            request += buffer[0..<count]
+            if headerEnd == nil, let range = request.firstRange(of: [13, 10, 13, 10]) {
+                headerEnd = range.upperBound
+                let head = String(decoding: request[..<range.lowerBound], as: UTF8.self).lowercased()
+                for line in head.split(separator: "\r\n") where line.hasPrefix("content-length:") {
+                    length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0
+                }
+            }
+            if let headerEnd, request.count >= headerEnd + length { break }
+        }
+        let head = String(decoding: request[..<(headerEnd ?? 0)], as: UTF8.self)
+        let key = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("idempotency-key:") }.map {
+            $0.dropFirst(16).trimmingCharacters(in: .whitespaces)
+        }
+        let body = Array(request[(headerEnd ?? 0)...])
+        if let key {
+            state.withLock {
+                if !$0.keys.insert(key).inserted { $0.duplicates += 1 }
+                $0.last = body
+            }
+        }
+        let reply = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
+        _ = reply.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
+
+/// A shared ticket counter for the raw POST workers.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func take() -> Int { value.add(1, ordering: .relaxed).newValue }
+}

@@ -1,0 +1,181 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterNet
+
+/// Everything `perimeter notifier` needs, validated before it starts
+/// (`config/notifier.example.json` shows every key).
+public struct NotifierConfiguration: Sendable {
+    public struct Venue: Sendable {
+        public var id: String
+        public var conventions: VenueConventions
+        /// The venue's rules file (`{"rules": […]}`), re-read on SIGHUP.
+        public var rulesPath: String?
+        /// The venue's regions file, for region names in texts (live `regions/{id}` topics too).
+        public var regionsPath: String?
+
+        public init(id: String, conventions: VenueConventions, rulesPath: String? = nil, regionsPath: String? = nil) {
+            self.id = id
+            self.conventions = conventions
+            self.rulesPath = rulesPath
+            self.regionsPath = regionsPath
+        }
+    }
+
+    /// Where a channel delivers.
+    public enum Channel: Sendable {
+        /// `notifications/{channel}/{subject}` under the venue, or `topic` with `{venue}`,
+        /// `{channel}`, `{subject}`, `{region}`, `{rule}` filled in (each one topic level).
+        case mqtt(topic: String?)
+        /// HTTP POST of the JSON record, signed with `secret` (HMAC-SHA256, hex, in
+        /// `X-Perimeter-Signature: sha256=…`).
+        case webhook(url: URL, secret: String, tls: TCPConnection.TLS)
+        /// Mail through an SMTP relay.
+        case mail(relay: SMTPClient.Relay, from: String, to: [String])
+
+        public var kind: String {
+            switch self {
+            case .mqtt: "mqtt"
+            case .webhook: "webhook"
+            case .mail: "mail"
+            }
+        }
+    }
+
+    /// Retry policy: capped exponential backoff with jitter; dead after `maxAttempts`.
+    public struct Delivery: Sendable {
+        public var maxAttempts: Int = 8
+        public var initialBackoff: Double = 1
+        public var maxBackoff: Double = 300
+        /// Per attempt (connect, send, answer).
+        public var timeout: Double = 10
+        /// Deliveries in flight at once.
+        public var concurrency: Int = 4
+        public init() {}
+    }
+
+    public var broker: BrokerSettings
+    public var prefix: String
+    public var instance: String
+    public var databasePath: String
+    public var venues: [Venue]
+    public var channels: [String: Channel]
+    public var delivery: Delivery
+    public var sessionExpiry: Int = 86_400
+    public var http: (host: String, port: Int)?
+    public var log: LogSettings
+
+    public init(
+        broker: BrokerSettings, prefix: String = "perimeter/v1", instance: String = "1", databasePath: String,
+        venues: [Venue], channels: [String: Channel], delivery: Delivery = Delivery(), log: LogSettings = LogSettings()
+    ) {
+        self.broker = broker
+        self.prefix = prefix
+        self.instance = instance
+        self.databasePath = databasePath
+        self.venues = venues
+        self.channels = channels
+        self.delivery = delivery
+        self.log = log
+    }
+
+    public static func read(_ reader: ConfigReader) throws -> NotifierConfiguration {
+        let instance = reader.string("notifier.instance", default: "1")
+        var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-notifier-\(instance)")
+        let prefix = reader.string("topics.prefix", default: "perimeter/v1")
+        let database = reader.string("notifier.database", default: "perimeter-notifier.sqlite")
+        var delivery = Delivery()
+        delivery.maxAttempts = reader.int("notifier.maxAttempts", default: 8, range: 1...1000)
+        delivery.initialBackoff = reader.double("notifier.initialBackoff", default: 1, range: 0.01...3600)
+        delivery.maxBackoff = reader.double("notifier.maxBackoff", default: 300, range: 0.01...86_400)
+        delivery.timeout = reader.double("notifier.timeout", default: 10, range: 0.1...600)
+        delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
+        let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
+        let http = reader.hostPort("notifier.http")
+        let log = LogSettings.read(from: reader)
+        if delivery.maxBackoff < delivery.initialBackoff {
+            reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
+        }
+
+        var venues: [Venue] = []
+        for id in reader.venueIDs() {
+            let key = "venues.\(id)"
+            venues.append(
+                Venue(
+                    id: id, conventions: reader.venueConventions(key), rulesPath: reader.optionalString("\(key).rules"),
+                    regionsPath: reader.optionalString("\(key).regions")))
+        }
+        var channels: [String: Channel] = [:]
+        for name in reader.children(of: "channels") {
+            if let channel = readChannel(name, reader) { channels[name] = channel }
+        }
+        if channels.isEmpty { reader.reject("channels", "configure at least one channel (mqtt, webhook or mail)") }
+        try reader.finish()
+        broker.clientID = broker.clientID.isEmpty ? "perimeter-notifier-\(instance)" : broker.clientID
+        var configuration = NotifierConfiguration(
+            broker: broker, prefix: prefix, instance: instance, databasePath: database, venues: venues,
+            channels: channels, delivery: delivery, log: log)
+        configuration.sessionExpiry = sessionExpiry
+        configuration.http = http
+        return configuration
+    }
+
+    private enum Kind: String, CaseIterable { case mqtt, webhook, mail }
+
+    private static func readChannel(_ name: String, _ reader: ConfigReader) -> Channel? {
+        let key = "channels.\(name)"
+        if RuleParser.idProblem(name) != nil {
+            reader.reject(key, "a channel name may hold only letters, digits, '.', '_' and '-'")
+        }
+        guard let kind = reader.optionalString("\(key).type").flatMap(Kind.init(rawValue:)) else {
+            reader.reject("\(key).type", "expected mqtt, webhook or mail")
+            reader.claim(key)
+            return nil
+        }
+        let tls = TCPConnection.TLS(
+            caFile: reader.optionalString("\(key).caFile"), verify: !reader.bool("\(key).insecure", default: false))
+        switch kind {
+        case .mqtt:
+            let topic = reader.optionalString("\(key).topic")
+            if let topic, topic.contains("+") || topic.contains("#") {
+                reader.reject("\(key).topic", "a topic to publish on cannot hold '+' or '#'")
+            }
+            return .mqtt(topic: topic)
+        case .webhook:
+            let text = reader.string("\(key).url", default: "")
+            let secret = reader.string("\(key).secret", default: "", secret: true)
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host != nil
+            else {
+                reader.reject("\(key).url", "expected an http:// or https:// URL, got '\(text)'")
+                return nil
+            }
+            if secret.count < 16 {
+                reader.reject("\(key).secret", "a signing secret of at least 16 characters is required")
+            }
+            return .webhook(url: url, secret: secret, tls: tls)
+        case .mail:
+            let host = reader.string("\(key).host", default: "")
+            if host.isEmpty { reader.reject("\(key).host", "the SMTP relay's host is required") }
+            let relay = SMTPClient.Relay(
+                host: host, port: reader.int("\(key).port", default: 25, range: 1...65535),
+                startTLS: reader.choice("\(key).startTLS", default: SMTPClient.StartTLS.opportunistic), tls: tls,
+                username: reader.optionalString("\(key).username"),
+                password: reader.optionalString("\(key).password", secret: true),
+                heloName: reader.string("\(key).helo", default: "perimeter.localhost"),
+                timeout: reader.double("\(key).timeout", default: 30, range: 0.1...600))
+            let from = reader.string("\(key).from", default: "")
+            var to: [String] = []
+            switch reader.json("\(key).to") {
+            case .array(let list)?: to = list.compactMap(\.stringValue)
+            case .string(let one)?: to = one.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            default: break
+            }
+            if !from.contains("@") { reader.reject("\(key).from", "the sender's address is required") }
+            if to.isEmpty || !to.allSatisfy({ $0.contains("@") }) {
+                reader.reject("\(key).to", "one or more recipient addresses are required")
+            }
+            return .mail(relay: relay, from: from, to: to)
+        }
+    }
+}

@@ -1,0 +1,411 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterStore
+import Synchronization
+
+/// `perimeter notifier`: the evaluator's transitions in, location-triggered notifications out
+/// over MQTT, webhooks and mail (topics.md, "Notifications").
+///
+/// Exactly-once effect: every inbound message is journalled in SQLite as it arrives; processing
+/// a message (rule decisions, rule state, outbox rows, at most one per (event, rule, channel))
+/// commits in one transaction; deliveries are attempted from the outbox and marked after the
+/// channel confirmed them. After `kill -9` the undelivered rows are attempted again with the
+/// same idempotency key (event id + rule id), which receivers use to drop the repeat.
+public struct NotifierService: Service {
+    public let configuration: NotifierConfiguration
+    public let logger: Logger
+    public var name: String { "notifier" }
+
+    public init(configuration: NotifierConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let runtime = try NotifierRuntime(configuration: configuration, logger: logger)
+        try await runtime.run()
+    }
+}
+
+/// A start-up failure of the notifier, said plainly.
+public struct NotifierError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Wakes a waiting task; a ring with nobody waiting is kept for the next wait.
+final class Doorbell: Sendable {
+    private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func ring() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.rung = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    /// Returns after a ring or `seconds`, whichever comes first.
+    func wait(seconds: Double) async {
+        let ticker = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+            self?.ring()
+        }
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> Bool in
+                if state.rung {
+                    state.rung = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        ticker.cancel()
+    }
+}
+
+/// The notifier's working state for one run of the service.
+final class NotifierRuntime {
+    let configuration: NotifierConfiguration
+    let logger: Logger
+    let store: NotifierStore
+    let metrics = Metrics()
+    private let renderer = NotificationRenderer()
+    private var fileRules: [String: [NotificationRule]] = [:]
+    private var topicRules: [String: [String: NotificationRule]] = [:]
+    private var regionNames: [String: [String: String]] = [:]
+    private let venues: [String: NotifierConfiguration.Venue]
+    private let doorbell = Doorbell()
+
+    init(configuration: NotifierConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        store = try NotifierStore(path: configuration.databasePath)
+        venues = Dictionary(uniqueKeysWithValues: configuration.venues.map { ($0.id, $0) })
+        declareMetrics()
+        try loadFiles(failOnProblems: true)
+        for (venue, id, source) in try store.topicRules() where venues[venue] != nil {
+            if case .success(let rule) = parseRule(source, id: id) { topicRules[venue, default: [:]][id] = rule }
+        }
+    }
+
+    private var channelNames: Set<String> { Set(configuration.channels.keys) }
+
+    private func parseRule(_ source: String, id: String) -> Result<NotificationRule, RuleError> {
+        guard let value = try? JSONParser.parse(source) else {
+            return .failure(RuleError(rule: "rule '\(id)'", ["not JSON"]))
+        }
+        return RuleParser.parse(rule: value, channels: channelNames, place: "rule '\(id)'")
+    }
+
+    /// Reads every venue's rules file and regions file. At start a problem stops the notifier;
+    /// on SIGHUP the rules in use stay and the problem is logged.
+    func loadFiles(failOnProblems: Bool) throws {
+        for venue in configuration.venues {
+            if let path = venue.rulesPath {
+                do {
+                    guard let data = FileManager.default.contents(atPath: path) else {
+                        throw NotifierError("venue '\(venue.id)': cannot read rules file \(path)")
+                    }
+                    let document: JSONValue
+                    do { document = try JSONParser.parse(data) } catch {
+                        throw NotifierError("venue '\(venue.id)': \(path) is not JSON: \(error)")
+                    }
+                    let (rules, problems) = RuleParser.parse(document: document, channels: channelNames)
+                    if !problems.isEmpty {
+                        throw NotifierError("venue '\(venue.id)': \(path): \(problems.joined(separator: "; "))")
+                    }
+                    fileRules[venue.id] = rules
+                    logger.info("rules loaded", metadata: ["venue": .string(venue.id), "rules": "\(rules.count)"])
+                } catch {
+                    if failOnProblems { throw error }
+                    logger.error("rules file not reloaded; keeping the rules in use", metadata: ["error": "\(error)"])
+                }
+            }
+            var names = (try? store.regionNames(venue: venue.id)) ?? [:]
+            if let path = venue.regionsPath, let data = FileManager.default.contents(atPath: path) {
+                for region in RegionParser.parse(bytes: data).regions {
+                    if let name = region.name { names[region.id] = name }
+                }
+            }
+            regionNames[venue.id] = names
+        }
+    }
+
+    // MARK: - Running
+
+    private var statusTopic: String {
+        "\(configuration.prefix)/_sys/notifier/\(Topics.level(configuration.instance))/status"
+    }
+
+    var subscriptions: [String] {
+        configuration.venues.map(\.id).sorted().flatMap { venue -> [String] in
+            let root = "\(configuration.prefix)/\(venue)"
+            return [
+                "\(root)/enter/+/+", "\(root)/exit/+/+", "\(root)/dwell/+/+", "\(root)/self/+/+/+",
+                "\(root)/subjects/+/preferences", "\(root)/rules/+", "\(root)/regions/+", "\(root)/admin/erased/+",
+            ]
+        }
+    }
+
+    func run() async throws {
+        let journalStore = try NotifierStore(path: configuration.databasePath)
+        let doorbell = doorbell
+        let journal = ArrivalJournal(logger: logger) {
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
+        }
+        var mqtt = configuration.broker.mqttConfiguration(
+            cleanStart: false,
+            will: MQTTConfiguration.Will(
+                topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
+        mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
+        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
+        let server = try startHTTP(client)
+        defer { server?.stop() }
+        try await client.connect(timeout: .seconds(366 * 86_400))
+        for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
+        try await client.publish(
+            statusTopic, #"{"online":true,"instance":"\#(configuration.instance)"}"#, qos: .atLeastOnce, retain: true)
+        logger.info(
+            "notifier running",
+            metadata: [
+                "venues": .string(venues.keys.sorted().joined(separator: ",")), "broker": .string(mqtt.endpoint),
+                "channels": .string(channelNames.sorted().joined(separator: ",")),
+                "database": .string(configuration.databasePath),
+            ])
+        let deliverer = try Deliverer(
+            configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell)
+        let (wakes, wake) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { for await _ in client.messages { wake.yield(false) } }
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    wake.yield(false)
+                }
+            }
+            group.addTask { for await _ in Signals.hangups() { wake.yield(true) } }
+            group.addTask { await deliverer.run() }
+            wake.yield(false)
+            for await reload in wakes {
+                if Task.isCancelled { break }
+                if reload {
+                    logger.notice("SIGHUP: re-reading rules and regions files")
+                    try loadFiles(failOnProblems: false)
+                }
+                try await drain(client)
+            }
+            group.cancelAll()
+        }
+        try? await client.publish(statusTopic, #"{"online":false}"#, qos: .atLeastOnce, retain: true)
+        await client.disconnect()
+    }
+
+    /// Processes every journalled message, oldest first, one transaction each.
+    private func drain(_ client: MQTTClient) async throws {
+        while true {
+            let rows = try store.inbox(limit: 256)
+            if rows.isEmpty { return }
+            var deadletters: [(String, JSONValue)] = []
+            var enqueued = 0
+            for row in rows {
+                try store.database.transaction {
+                    do {
+                        enqueued += try handle(row)
+                    } catch let error as InboundError {
+                        deadletters.append(deadletter(row, reason: "\(error)"))
+                    } catch let error as RuleError {
+                        deadletters.append(deadletter(row, reason: "\(error)"))
+                    }
+                    try store.removeInbox(row.seq)
+                }
+            }
+            if enqueued > 0 { doorbell.ring() }
+            for (topic, record) in deadletters {
+                try? await client.publish(topic, record.serialized(), qos: .atLeastOnce)
+            }
+        }
+    }
+
+    private func deadletter(_ row: NotifierStore.InboxRow, reason: String) -> (String, JSONValue) {
+        metrics.add("perimeter_notifier_rejects_total")
+        logger.warning("rejected", metadata: ["topic": .string(row.topic), "reason": .string(reason)])
+        let venue = venueOf(row.topic) ?? "_"
+        let record: JSONValue = [
+            "topic": .string(row.topic), "reason": .string(reason),
+            "payload": .string(String(decoding: row.payload.prefix(512), as: UTF8.self)),
+            "payloadBytes": .number(Double(row.payload.count)), "t": .string(Timestamp.format(row.received)),
+        ]
+        return ("\(configuration.prefix)/\(venue)/deadletter/notifier", record)
+    }
+
+    private func venueOf(_ topic: String) -> String? {
+        guard topic.hasPrefix(configuration.prefix + "/") else { return nil }
+        let rest = topic.dropFirst(configuration.prefix.count + 1)
+        return rest.split(separator: "/", maxSplits: 1).first.map(String.init)
+    }
+
+    /// One inbound message; returns how many notifications it queued.
+    /// - Throws: ``InboundError`` or ``RuleError`` for bad input (dead-lettered, not retried).
+    private func handle(_ row: NotifierStore.InboxRow) throws -> Int {
+        guard let venue = venueOf(row.topic), venues[venue] != nil else { return 0 }
+        let levels = row.topic.dropFirst(configuration.prefix.count + venue.count + 2).split(
+            separator: "/", omittingEmptySubsequences: false
+        ).map { Topics.decodeLevel(String($0)) }
+        switch (levels.first, levels.count) {
+        case ("enter", 3), ("exit", 3), ("dwell", 3):
+            var event = try NotifiedEvent.decode(row.payload, selfOnly: false)
+            event.venue = venue
+            return try fire(event)
+        case ("self", 4):
+            var event = try NotifiedEvent.decode(row.payload, selfOnly: true)
+            event.venue = venue
+            return try fire(event)
+        case ("subjects", 3):
+            let locale = try preferredLocale(row.payload)
+            try store.setLocale(venue: venue, subject: levels[1], locale: locale)
+        case ("rules", 2):
+            try applyRule(id: levels[1], payload: row.payload, venue: venue)
+        case ("regions", 2):
+            let name =
+                row.payload.isEmpty ? nil : (try? JSONParser.parse(row.payload))?["properties"]?["name"]?.stringValue
+            try store.setRegionName(venue: venue, region: levels[1], name: name)
+            regionNames[venue, default: [:]][levels[1]] = name
+        case ("admin", 3) where levels[1] == "erased":
+            let dropped = try store.erase(venue: venue, subject: levels[2])
+            logger.notice(
+                "subject erased",
+                metadata: ["venue": .string(venue), "subject": .string(levels[2]), "notifications": "\(dropped)"])
+        default: break
+        }
+        return 0
+    }
+
+    /// `{"locale": "de_DE", …}`; an empty payload forgets the preferences.
+    private func preferredLocale(_ payload: [UInt8]) throws(InboundError) -> String? {
+        if payload.isEmpty { return nil }
+        let value: JSONValue
+        do { value = try JSONParser.parse(payload) } catch { throw InboundError(code: "json", "\(error)") }
+        guard case .object(let object) = value else {
+            throw InboundError(code: "schema", "expected a JSON object, got \(value.typeName)")
+        }
+        switch object["locale"] {
+        case nil, .null?: return nil
+        case .string(let locale)?
+        where !locale.isEmpty && locale.count <= 35
+            && locale.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }):
+            return locale
+        case let other?:
+            throw InboundError(
+                code: "schema", field: "locale", "expected a locale like de_DE, got \(other.serialized())")
+        }
+    }
+
+    private func applyRule(id: String, payload: [UInt8], venue: String) throws {
+        if payload.isEmpty {
+            try store.setTopicRule(venue: venue, id: id, source: nil)
+            topicRules[venue]?[id] = nil
+            logger.info("rule deleted", metadata: ["venue": .string(venue), "rule": .string(id)])
+            return
+        }
+        let source = String(decoding: payload, as: UTF8.self)
+        var rule = try parseRule(source, id: id).get()
+        if rule.id != id {
+            throw RuleError(rule: "rule '\(id)'", ["the id in the payload ('\(rule.id)') differs from the topic's"])
+        }
+        if fileRules[venue]?.contains(where: { $0.id == id }) == true {
+            throw RuleError(rule: "rule '\(id)'", ["a rule of the venue's rules file has this id; use another"])
+        }
+        rule.source = (try? JSONParser.parse(source)) ?? rule.source
+        try store.setTopicRule(venue: venue, id: id, source: source)
+        topicRules[venue, default: [:]][id] = rule
+        logger.info("rule set", metadata: ["venue": .string(venue), "rule": .string(id)])
+    }
+
+    /// Every rule the event fires, each once per event: outbox rows and rule state together.
+    private func fire(_ event: NotifiedEvent) throws -> Int {
+        guard let venue = venues[event.venue] else { return 0 }
+        let rules = (fileRules[venue.id] ?? []) + (topicRules[venue.id] ?? [:]).values.sorted { $0.id < $1.id }
+        var queued = 0
+        let now = Date()
+        for rule in rules where rule.matches(event) {
+            if try store.hasFired(event: event.id, rule: rule.id) {
+                metrics.add("perimeter_notifier_skips_total", labels: ["reason": "duplicate"])
+                continue
+            }
+            let state = try store.ruleState(venue: venue.id, rule: rule.id, subject: event.subject)
+            if case .skip(let reason) = rule.verdict(for: event, state: state, timeZone: venue.conventions.timeZone) {
+                metrics.add("perimeter_notifier_skips_total", labels: ["reason": reason])
+                continue
+            }
+            // The subject's own device reads in the subject's language; staff in the venue's.
+            let locale =
+                rule.audience == .subject ? try store.locale(venue: venue.id, subject: event.subject) : nil
+            for channel in rule.channels {
+                let notification = renderer.render(
+                    rule, event: event, channel: channel, recipientLocale: locale, venue: venue.conventions,
+                    regionName: regionNames[venue.id]?[event.region])
+                if try store.enqueue(notification, now: now) { queued += 1 }
+            }
+            try store.setRuleState(
+                (state ?? RuleState()).firing(at: event.t), venue: venue.id, rule: rule.id, subject: event.subject)
+        }
+        return queued
+    }
+
+    // MARK: - Metrics
+
+    private func declareMetrics() {
+        metrics.declare(
+            "perimeter_notifications_total", .counter,
+            help: "Delivery attempts by channel and result (sent, retried, failed, dead).")
+        metrics.declare(
+            "perimeter_notification_latency_seconds", .histogram,
+            help: "From queueing a notification to its delivery, by channel.",
+            buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600])
+        metrics.declare(
+            "perimeter_notifier_skips_total", .counter,
+            help: "Rule matches that sent nothing, by reason (cooldown, disarmed, quietHours, schedule, duplicate).")
+        metrics.declare("perimeter_notifier_rejects_total", .counter, help: "Inbound messages dead-lettered.")
+        metrics.declare("perimeter_notifier_outbox", .gauge, help: "Outbox rows by state.")
+        metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
+    }
+
+    private func startHTTP(_ client: MQTTClient) throws -> HTTPServer? {
+        guard let http = configuration.http else { return nil }
+        let metrics = metrics
+        let path = configuration.databasePath
+        let server = try HTTPServer(host: http.host, port: http.port) { request in
+            switch request {
+            case "/metrics":
+                metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
+                if let store = try? NotifierStore(path: path, readOnly: true) {
+                    for state in NotifierStore.State.allCases {
+                        metrics.set(
+                            "perimeter_notifier_outbox", Double((try? store.count(state)) ?? 0),
+                            labels: ["state": state.rawValue])
+                    }
+                }
+                return HTTPServer.Response(
+                    contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
+            case "/healthz":
+                let connected = client.state.isConnected
+                return HTTPServer.Response(
+                    status: connected ? 200 : 503, contentType: "application/json",
+                    body: #"{"status":"\#(connected ? "ok" : "unhealthy")","brokerConnected":\#(connected)}"# + "\n")
+            default:
+                return HTTPServer.Response(status: 404, body: "try /metrics or /healthz\n")
+            }
+        }
+        server.start()
+        return server
+    }
+}

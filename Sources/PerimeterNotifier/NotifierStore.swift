@@ -1,0 +1,267 @@
+import Foundation
+import PerimeterCore
+import PerimeterStore
+
+/// The notifier's SQLite file: the inbox journal (messages as they arrived), rules from
+/// topics, subjects' locales, region names, what each rule did per subject, and the outbox.
+///
+/// Processing one inbox row — its outbox rows, its rule-state changes, the row's removal —
+/// commits in one transaction, so after `kill -9` a message is either wholly processed or
+/// processed again from the start. The outbox holds at most one row per (event, rule,
+/// channel): an event that arrives twice fires nothing twice.
+public final class NotifierStore {
+    public let database: Database
+
+    /// Outbox states.
+    public enum State: String, Sendable, CaseIterable {
+        case pending, delivered, failed, dead
+    }
+
+    public struct InboxRow: Sendable {
+        public var seq: Int64
+        public var topic: String
+        public var payload: [UInt8]
+        public var received: Date
+    }
+
+    public struct OutboxRow: Sendable {
+        public var number: Int64
+        public var key: String
+        public var venue: String
+        public var rule: String
+        public var channel: String
+        public var subject: String
+        public var record: [UInt8]
+        public var attempts: Int
+        public var created: Date
+        public var state: State
+        public var lastError: String?
+        public var nextAttempt: Date
+    }
+
+    static let migrations = [
+        Migration(
+            1, "journal, rules, preferences, region names, rule state, outbox",
+            sql: """
+                CREATE TABLE inbox(
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    topic TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    received REAL NOT NULL);
+                CREATE TABLE topic_rules(
+                    venue TEXT NOT NULL, id TEXT NOT NULL, source TEXT NOT NULL,
+                    PRIMARY KEY (venue, id)) WITHOUT ROWID;
+                CREATE TABLE preferences(
+                    venue TEXT NOT NULL, subject TEXT NOT NULL, locale TEXT,
+                    PRIMARY KEY (venue, subject)) WITHOUT ROWID;
+                CREATE TABLE region_names(
+                    venue TEXT NOT NULL, region TEXT NOT NULL, name TEXT NOT NULL,
+                    PRIMARY KEY (venue, region)) WITHOUT ROWID;
+                CREATE TABLE rule_state(
+                    venue TEXT NOT NULL, rule TEXT NOT NULL, subject TEXT NOT NULL,
+                    fired INTEGER NOT NULL, last_fired REAL,
+                    PRIMARY KEY (venue, rule, subject)) WITHOUT ROWID;
+                CREATE TABLE outbox(
+                    number INTEGER PRIMARY KEY AUTOINCREMENT,
+                    key TEXT NOT NULL,
+                    event_id TEXT NOT NULL,
+                    venue TEXT NOT NULL,
+                    rule TEXT NOT NULL,
+                    channel TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    record BLOB NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'pending',
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_attempt REAL NOT NULL,
+                    last_error TEXT,
+                    created REAL NOT NULL,
+                    finished REAL,
+                    UNIQUE (event_id, rule, channel));
+                CREATE INDEX outbox_due ON outbox(next_attempt) WHERE state = 'pending';
+                """)
+    ]
+
+    public init(path: String, readOnly: Bool = false) throws {
+        var options = Database.Options()
+        options.readOnly = readOnly
+        database = try Database(path: path, options: options)
+        if !readOnly { _ = try database.migrate(Self.migrations) }
+    }
+
+    // MARK: - Journal
+
+    public func journal(topic: String, payload: [UInt8], received: Date) throws {
+        _ = try database.run(
+            "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", topic, payload,
+            received.timeIntervalSince1970)
+    }
+
+    public func inbox(limit: Int) throws -> [InboxRow] {
+        try database.query("SELECT seq, topic, payload, received FROM inbox ORDER BY seq LIMIT ?", limit).map { row in
+            InboxRow(
+                seq: Int64(row[0].int ?? 0), topic: row[1].string ?? "",
+                payload: row[2].bytes ?? Array((row[2].string ?? "").utf8),
+                received: Date(timeIntervalSince1970: row[3].double ?? 0))
+        }
+    }
+
+    public func removeInbox(_ seq: Int64) throws { _ = try database.run("DELETE FROM inbox WHERE seq = ?", seq) }
+
+    // MARK: - Rules, preferences, region names
+
+    public func topicRules() throws -> [(venue: String, id: String, source: String)] {
+        try database.query("SELECT venue, id, source FROM topic_rules ORDER BY venue, id").map {
+            ($0[0].string ?? "", $0[1].string ?? "", $0[2].string ?? "")
+        }
+    }
+
+    /// Stores a rule from `rules/{id}` (nil source: deleted, and what it did is forgotten).
+    public func setTopicRule(venue: String, id: String, source: String?) throws {
+        if let source {
+            _ = try database.run(
+                "INSERT INTO topic_rules VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET source = excluded.source", venue,
+                id,
+                source)
+        } else {
+            _ = try database.run("DELETE FROM topic_rules WHERE venue = ? AND id = ?", venue, id)
+            _ = try database.run("DELETE FROM rule_state WHERE venue = ? AND rule = ?", venue, id)
+        }
+    }
+
+    public func locale(venue: String, subject: String) throws -> String? {
+        try database.scalar("SELECT locale FROM preferences WHERE venue = ? AND subject = ?", venue, subject)?.string
+    }
+
+    public func setLocale(venue: String, subject: String, locale: String?) throws {
+        if let locale {
+            _ = try database.run(
+                "INSERT INTO preferences VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET locale = excluded.locale", venue,
+                subject, locale)
+        } else {
+            _ = try database.run("DELETE FROM preferences WHERE venue = ? AND subject = ?", venue, subject)
+        }
+    }
+
+    public func regionNames(venue: String) throws -> [String: String] {
+        var names: [String: String] = [:]
+        for row in try database.query("SELECT region, name FROM region_names WHERE venue = ?", venue) {
+            names[row[0].string ?? ""] = row[1].string ?? ""
+        }
+        return names
+    }
+
+    public func setRegionName(venue: String, region: String, name: String?) throws {
+        if let name {
+            _ = try database.run(
+                "INSERT INTO region_names VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET name = excluded.name", venue,
+                region, name)
+        } else {
+            _ = try database.run("DELETE FROM region_names WHERE venue = ? AND region = ?", venue, region)
+        }
+    }
+
+    /// Forgets a subject (after the evaluator erased it): its locale, rule states and every
+    /// notification about it (those not yet delivered are not sent). Returns the rows dropped.
+    public func erase(venue: String, subject: String) throws -> Int {
+        _ = try database.run("DELETE FROM preferences WHERE venue = ? AND subject = ?", venue, subject)
+        _ = try database.run("DELETE FROM rule_state WHERE venue = ? AND subject = ?", venue, subject)
+        return try database.run(
+            "DELETE FROM outbox WHERE venue = ? AND subject = ?", venue, subject)
+    }
+
+    // MARK: - Rule state
+
+    public func ruleState(venue: String, rule: String, subject: String) throws -> RuleState? {
+        guard
+            let row = try database.row(
+                "SELECT fired, last_fired FROM rule_state WHERE venue = ? AND rule = ? AND subject = ?", venue, rule,
+                subject)
+        else { return nil }
+        return RuleState(fired: row[0].int ?? 0, lastFired: row[1].double.map(Date.init(timeIntervalSince1970:)))
+    }
+
+    public func setRuleState(_ state: RuleState, venue: String, rule: String, subject: String) throws {
+        _ = try database.run(
+            """
+            INSERT INTO rule_state VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT DO UPDATE SET fired = excluded.fired, last_fired = excluded.last_fired
+            """, venue, rule, subject, state.fired, state.lastFired?.timeIntervalSince1970)
+    }
+
+    /// Whether `rule` already fired for this event (a redelivered event fires nothing twice).
+    public func hasFired(event: String, rule: String) throws -> Bool {
+        try database.scalar("SELECT 1 FROM outbox WHERE event_id = ? AND rule = ? LIMIT 1", event, rule) != nil
+    }
+
+    // MARK: - Outbox
+
+    /// Adds a notification; false when (event, rule, channel) is already there.
+    @discardableResult
+    public func enqueue(_ notification: LocationNotification, now: Date) throws -> Bool {
+        try database.run(
+            """
+            INSERT INTO outbox(key, event_id, venue, rule, channel, subject, record, next_attempt, created)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+            """, notification.key, notification.event.id, notification.event.venue, notification.rule,
+            notification.channel, notification.event.subject, Array(notification.record.serialized().utf8),
+            now.timeIntervalSince1970, now.timeIntervalSince1970) == 1
+    }
+
+    static let columns =
+        "number, key, venue, rule, channel, subject, record, attempts, created, state, last_error, next_attempt"
+
+    static func outboxRow(_ row: Row) -> OutboxRow {
+        OutboxRow(
+            number: Int64(row[0].int ?? 0), key: row[1].string ?? "", venue: row[2].string ?? "",
+            rule: row[3].string ?? "", channel: row[4].string ?? "", subject: row[5].string ?? "",
+            record: row[6].bytes ?? Array((row[6].string ?? "").utf8), attempts: row[7].int ?? 0,
+            created: Date(timeIntervalSince1970: row[8].double ?? 0),
+            state: State(rawValue: row[9].string ?? "") ?? .pending, lastError: row[10].string,
+            nextAttempt: Date(timeIntervalSince1970: row[11].double ?? 0))
+    }
+
+    /// Pending rows due by `now`, oldest first, leaving out those in flight.
+    public func due(now: Date, excluding: Set<Int64>, limit: Int) throws -> [OutboxRow] {
+        try database.query(
+            "SELECT \(Self.columns) FROM outbox WHERE state = 'pending' AND next_attempt <= ? ORDER BY number LIMIT ?",
+            now.timeIntervalSince1970, limit + excluding.count
+        ).map(Self.outboxRow).filter { !excluding.contains($0.number) }.prefix(limit).map { $0 }
+    }
+
+    /// When the next pending row is due.
+    public func nextDue() throws -> Date? {
+        try database.scalar("SELECT min(next_attempt) FROM outbox WHERE state = 'pending'")?.double.map(
+            Date.init(timeIntervalSince1970:))
+    }
+
+    /// Records an attempt: delivered, failed for good, dead, or pending again at `retryAt`.
+    public func record(
+        _ number: Int64, state: State, attempts: Int, error: String?, retryAt: Date?, now: Date
+    ) throws {
+        _ = try database.run(
+            """
+            UPDATE outbox SET state = ?, attempts = ?, last_error = ?, next_attempt = coalesce(?, next_attempt),
+            finished = CASE WHEN ? = 'pending' THEN NULL ELSE ? END WHERE number = ?
+            """, state.rawValue, attempts, error, retryAt?.timeIntervalSince1970, state.rawValue,
+            now.timeIntervalSince1970, number)
+    }
+
+    /// Rows per (channel, state).
+    public func summary() throws -> [(channel: String, state: String, count: Int)] {
+        try database.query(
+            "SELECT channel, state, count(*) FROM outbox GROUP BY channel, state ORDER BY channel, state"
+        )
+        .map { ($0[0].string ?? "", $0[1].string ?? "", $0[2].int ?? 0) }
+    }
+
+    /// The oldest rows not delivered (pending, failed, dead).
+    public func oldestUndelivered(limit: Int) throws -> [OutboxRow] {
+        try database.query(
+            "SELECT \(Self.columns) FROM outbox WHERE state != 'delivered' ORDER BY created, number LIMIT ?", limit
+        ).map(Self.outboxRow)
+    }
+
+    public func count(_ state: State) throws -> Int {
+        try database.scalar("SELECT count(*) FROM outbox WHERE state = ?", state.rawValue)?.int ?? 0
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+
+/// A real mosquitto on a free port, a real `perimeter notifier` process, test peers (a webhook
+/// receiver, an SMTP server) and an observer of the venue's topics. The tests play the
+/// evaluator: they publish transitions as it does.
+final class NotifierHarness: Sendable {
+    static let venue = "test"
+    let broker: MosquittoBroker
+    let directory: URL
+    let observer: MQTTClient
+    let publisher: MQTTClient
+    private let process = Mutex<ChildProcess?>(nil)
+    private let peers = Mutex<[ChildProcess]>([])
+    private let received = Received()
+    private let collector: Task<Void, Never>
+    let configPath: String
+
+    var root: String { "perimeter/v1/\(Self.venue)" }
+
+    init() async throws {
+        broker = try await TestBroker.start()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-notify-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        configPath = directory.appendingPathComponent("notifier.json").path
+        observer = try await broker.connectedClient("observer")
+        try await observer.subscribe("perimeter/v1/\(Self.venue)/#", qos: .atLeastOnce)
+        publisher = try await broker.connectedClient("publisher")
+        let messages = observer.messages
+        let sink = received
+        collector = Task { for await message in messages { sink.append(message) } }
+    }
+
+    /// Writes the configuration: the venue (US café conventions), the rules file, channels.
+    func configure(rules: String, channels: JSONObject, notifier extra: JSONObject = [:]) throws {
+        let rulesPath = directory.appendingPathComponent("rules.json").path
+        try rules.write(toFile: rulesPath, atomically: true, encoding: .utf8)
+        var notifier: JSONObject = [
+            "database": .string(directory.appendingPathComponent("notifier.sqlite").path), "initialBackoff": 0.2,
+            "maxBackoff": 1, "timeout": 5,
+        ]
+        for (key, value) in extra { notifier[key] = value }
+        let config: JSONObject = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "notifier-under-test"],
+            "notifier": .object(notifier),
+            "venues": .object(
+                JSONObject([
+                    (
+                        Self.venue,
+                        JSONValue.object([
+                            "timeZone": "America/Chicago", "locale": "en_US", "currency": "USD",
+                            "rules": .string(rulesPath),
+                        ])
+                    )
+                ])),
+            "channels": .object(channels), "log": ["level": "info"],
+        ]
+        try JSONValue.object(config).serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    var databasePath: String { directory.appendingPathComponent("notifier.sqlite").path }
+
+    /// Starts (or restarts) the notifier process and waits until it is subscribed.
+    func startNotifier() async throws {
+        let child = try ChildProcess(Products.executable("perimeter"), ["notifier", "--config", configPath])
+        process.withLock { $0 = child }
+        try await child.waitForLine(containing: "notifier running", timeout: .seconds(30))
+    }
+
+    func killNotifier() { process.withLock { $0?.kill(SIGKILL) } }
+
+    private let evaluator = Mutex<ChildProcess?>(nil)
+
+    /// Starts a real `perimeter evaluator` on the same broker and venue (privacy gate with its
+    /// defaults: nothing flows until subjects authorize and consumers declare sessions).
+    func startEvaluator(regions: String) async throws {
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        try regions.write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        let config: JSONValue = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-under-test"],
+            "evaluator": [
+                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
+            ],
+            "venues": .object(JSONObject([(Self.venue, JSONValue.object(["regions": .string(regionsPath)]))])),
+        ]
+        let path = directory.appendingPathComponent("evaluator.json").path
+        try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
+        evaluator.withLock { $0 = child }
+        try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
+    }
+
+    var notifierOutput: String { process.withLock { $0?.output ?? "" } }
+
+    /// Starts a test peer script from Peers/ with `python`; returns it and the port it printed.
+    func startPeer(
+        _ script: String, _ arguments: [String], python: String = "/usr/bin/python3"
+    ) async throws -> (
+        ChildProcess, Int
+    ) {
+        guard let path = Bundle.module.path(forResource: script, ofType: nil, inDirectory: "Peers") else {
+            throw ChildFailure(message: "test peer \(script) is missing from the test bundle")
+        }
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw ChildFailure(message: "\(python) is missing: run scripts/setup.sh (Debian's python3)")
+        }
+        let child = try ChildProcess(python, ["-u", path] + arguments)
+        peers.withLock { $0.append(child) }
+        let line = try await child.waitForLine(containing: "listening", timeout: .seconds(20))
+        guard let port = Int(line.split(separator: " ").last ?? "") else {
+            throw ChildFailure(message: "peer \(script) printed '\(line)'")
+        }
+        return (child, port)
+    }
+
+    /// Publishes a transition as the evaluator would.
+    func publishEvent(
+        _ kind: String, region: String, subject: String, t: Date, id: String? = nil, selfOnly: Bool = false
+    ) async throws {
+        let eventID = id ?? "\(kind)-\(region)-\(subject)-\(Int(t.timeIntervalSince1970))"
+        let payload: JSONValue = [
+            "id": .string(eventID), "event": .string(kind), "venue": .string(Self.venue), "region": .string(region),
+            "subject": .string(subject), "t": .string(Timestamp.format(t)), "seq": 1, "source": "gps",
+        ]
+        let topic = selfOnly ? "\(root)/self/\(kind)/\(region)/\(subject)" : "\(root)/\(kind)/\(region)/\(subject)"
+        try await publisher.publish(topic, payload.serialized(), qos: .atLeastOnce)
+    }
+
+    func publish(_ topic: String, _ text: String, retain: Bool = false) async throws {
+        try await publisher.publish("\(root)/\(topic)", text, qos: .atLeastOnce, retain: retain)
+    }
+
+    var messages: [MQTTMessage] { received.all }
+
+    /// Payloads of messages under the venue whose topic starts with `prefix` (after the venue).
+    func payloads(_ prefix: String) -> [JSONObject] {
+        messages.filter { $0.topic.hasPrefix("\(root)/\(prefix)") }.compactMap {
+            try? JSONParser.parse($0.payload).objectValue
+        }
+    }
+
+    @discardableResult
+    func waitFor(
+        _ what: String, timeout: Duration = .seconds(20), _ condition: @Sendable () -> Bool
+    ) async throws
+        -> Bool
+    {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TimeoutError(
+            what:
+                "\(what); notifier said: \(notifierOutput.suffix(3000)); received: \(messages.suffix(15).map { "\($0.topic) \($0.payloadString)" })",
+            timeout: timeout)
+    }
+
+    func stop() async {
+        evaluator.withLock { child in
+            if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
+        process.withLock { child in
+            if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
+        peers.withLock { list in
+            for peer in list where peer.subprocess.isRunning { peer.kill(SIGTERM) }
+        }
+        collector.cancel()
+        await observer.disconnect()
+        await publisher.disconnect()
+        await broker.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// The JSON lines a peer printed (after its "listening" line).
+func peerRecords(_ peer: ChildProcess) -> [JSONObject] {
+    peer.output.split(separator: "\n").compactMap { line in
+        line.hasPrefix("{") ? (try? JSONParser.parse(String(line)))?.objectValue : nil
+    }
+}
+
+/// Messages received, shared between the collecting task and the test.
+final class Received: Sendable {
+    private let storage = Mutex<[MQTTMessage]>([])
+    func append(_ message: MQTTMessage) { storage.withLock { $0.append(message) } }
+    var all: [MQTTMessage] { storage.withLock { $0 } }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/python3
+"""A local SMTP server for the notifier's tests (a test peer, not part of the product), on
+Debian's python3-aiosmtpd. Offers STARTTLS with --cert/--key; prints "listening PORT",
+then one JSON line per message: {"from", "to", "tls", "data"}.
+"""
+import argparse, json, socket, ssl, sys, time
+from aiosmtpd.controller import Controller
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--cert")
+parser.add_argument("--key")
+args = parser.parse_args()
+
+
+class Handler:
+    async def handle_DATA(self, server, session, envelope):
+        print(json.dumps({"from": envelope.mail_from, "to": envelope.rcpt_tos,
+                          "tls": session.ssl is not None,
+                          "data": envelope.content.decode("utf-8", "replace")}), flush=True)
+        return "250 OK"
+
+
+probe = socket.socket()
+probe.bind(("127.0.0.1", 0))
+port = probe.getsockname()[1]
+probe.close()
+context = None
+if args.cert:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(args.cert, args.key)
+controller = Controller(Handler(), hostname="127.0.0.1", port=port, tls_context=context, require_starttls=False)
+controller.start()
+print("listening %d" % port, flush=True)
+try:
+    while True:
+        time.sleep(3600)
+finally:
+    controller.stop()

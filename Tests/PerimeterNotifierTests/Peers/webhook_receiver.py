@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A webhook receiver for the notifier's tests (a test peer, not part of the product).
+
+Verifies X-Perimeter-Signature (HMAC-SHA256 of the body with --secret), keeps the
+Idempotency-Keys it has accepted, and answers from a plan: --plan "500,200" answers the
+first request for a key 500 and later ones 200; "429:1" is a 429 with Retry-After: 1;
+"slow:0.5" waits 0.5 s then answers 200. The last entry repeats.
+Prints "listening PORT" on stdout, then one JSON line per request:
+{"key", "attempt", "status", "signature": "ok"|"bad"|"missing", "new": true|false, "body": {...}}.
+"""
+import argparse, hashlib, hmac, json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--secret", required=True)
+parser.add_argument("--plan", default="200")
+args = parser.parse_args()
+plan = args.plan.split(",")
+lock = threading.Lock()
+seen_requests = {}   # key -> number of requests so far
+accepted = set()     # keys acknowledged with a 2xx
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(length)
+        key = self.headers.get("Idempotency-Key", "")
+        given = self.headers.get("X-Perimeter-Signature", "")
+        expected = "sha256=" + hmac.new(args.secret.encode(), body, hashlib.sha256).hexdigest()
+        signature = "missing" if not given else ("ok" if hmac.compare_digest(given, expected) else "bad")
+        with lock:
+            n = seen_requests.get(key, 0)
+            seen_requests[key] = n + 1
+        step = plan[min(n, len(plan) - 1)]
+        status, extra = 200, {}
+        if step.startswith("slow:"):
+            time.sleep(float(step[5:]))
+        elif step.startswith("429"):
+            status = 429
+            if ":" in step:
+                extra["Retry-After"] = step.split(":", 1)[1]
+        else:
+            status = int(step)
+        if signature != "ok":
+            status = 401
+        new = False
+        if 200 <= status < 300:
+            with lock:
+                new = key not in accepted
+                accepted.add(key)
+        try:
+            parsed = json.loads(body)
+        except Exception:
+            parsed = None
+        print(json.dumps({"key": key, "attempt": self.headers.get("X-Perimeter-Attempt"), "status": status,
+                          "signature": signature, "new": new, "t": time.time(), "body": parsed}), flush=True)
+        reply = b'{"ok":true}' if status < 300 else b'{"ok":false}'
+        self.send_response(status)
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(reply)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print("listening %d" % server.server_address[1], flush=True)
+server.serve_forever()
