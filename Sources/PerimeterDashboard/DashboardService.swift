@@ -100,8 +100,16 @@ public struct DashboardService: Service {
         let sessionTopic =
             "\(configuration.prefix)/\(configuration.venue)/sessions/\(Topics.level(configuration.consumer))/\(Topics.level(configuration.session))"
         if let level = configuration.sessionLevel {
-            try await client.publish(
-                sessionTopic, #"{"subjects":"*","level":"\#(level)"}"#, qos: .atLeastOnce, retain: true)
+            // Refused by a broker whose ACL keeps sessions to the consent service: the page still
+            // shows what other sessions let through, so say so and carry on.
+            do {
+                try await client.publish(
+                    sessionTopic, #"{"subjects":"*","level":"\#(level)"}"#, qos: .atLeastOnce, retain: true)
+            } catch {
+                logger.warning(
+                    "could not declare the dashboard's session; declare it through the consent service or set dashboard.sessionLevel to none",
+                    metadata: ["mqtt.topic": .string(sessionTopic), "error": "\(error)"])
+            }
         }
         broadcaster.publish(state: model.view(brokerConnected: true).serialized())
 

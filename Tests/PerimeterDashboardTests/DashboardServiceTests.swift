@@ -145,6 +145,41 @@ struct DashboardServiceTests {
         await broker.stop()
     }
 
+    @Test("A broker that refuses the dashboard's session: a warning, and the dashboard serves on")
+    func sessionRefused() async throws {
+        // Anonymous clients may read the venue and write nothing (ACL lines before any `user`).
+        let acl = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-acl-\(UUID().uuidString)")
+            .path
+        try "topic read perimeter/v1/#\n".write(toFile: acl, atomically: true, encoding: .utf8)
+        let broker = try await TestBroker.start(extraConfiguration: ["acl_file \(acl)"])
+        let configuration = DashboardConfiguration(
+            broker: BrokerSettings(port: broker.port, clientID: "dashboard-refused"), venue: "test",
+            regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
+        let log = InMemoryLogHandler()
+        let url = Mutex<String?>(nil)
+        let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: log)) {
+            address in url.withLock { $0 = address }
+        }
+        let running = Task { try await service.run() }
+        var port = 0
+        for _ in 0..<500 where port == 0 {
+            if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let stream = try EventStreamReader(port: port)
+        try await stream.waitFor("a state with the broker connected") {
+            $0.contains(#""id":"dashboard broker connection","online":true"#)
+        }
+        stream.close()
+        #expect(!log.records(containing: "could not declare the dashboard's session").isEmpty)
+        // Had run() thrown, its server would be closed now.
+        #expect(try httpGet(port: port, path: "/healthz").status == 200)
+        running.cancel()
+        _ = try? await running.value
+        await broker.stop()
+        try? FileManager.default.removeItem(atPath: acl)
+    }
+
     @Test("A held page ends only after its delay, with the live script already running")
     func heldPage() async throws {
         let broker = try await TestBroker.start()
