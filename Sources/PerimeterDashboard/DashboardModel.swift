@@ -33,9 +33,18 @@ public struct DashboardModel: Sendable {
         var position: GeoPoint?
         var place: String?
         var insideRegions: Set<String> = []
+        /// The latest `state` per region.
+        var states: [String: String] = [:]
         var ranging: [String: JSONValue] = [:]
         var held = 0
         var t: String?
+
+        /// No longer followed: every state it has is `unknown` or `unmonitored` (stale, its agent
+        /// offline, outside a schedule) and it has no place. Its last position is history, not
+        /// where it is, so it is not drawn.
+        var isGone: Bool {
+            place == nil && !states.isEmpty && states.values.allSatisfy { $0 == "unknown" || $0 == "unmonitored" }
+        }
     }
 
     struct FeedItem {
@@ -235,6 +244,7 @@ public struct DashboardModel: Sendable {
 
     private mutating func state(region: String, subject: String, _ json: JSONValue?) -> [Change] {
         guard visibility(of: subject) != .hidden, let state = json?["state"]?.stringValue else { return [] }
+        subjects[subject, default: Subject()].states[region] = state
         if state == "inside" {
             subjects[subject, default: Subject()].insideRegions.insert(region)
         } else {
@@ -322,6 +332,7 @@ public struct DashboardModel: Sendable {
             let visibility = visibility(of: id)
             guard visibility != .hidden else { continue }
             held += subject.held
+            guard !subject.isGone else { continue }
             var item = JSONObject()
             item["id"] = .string(id)
             if visibility == .coarse {

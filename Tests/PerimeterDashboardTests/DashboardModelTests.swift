@@ -182,6 +182,22 @@ struct DashboardModelTests {
         #expect(model.view(brokerConnected: true)["occupancy"]?["kiosk"] == nil)
     }
 
+    @Test("A subject whose states all went unknown (stale, agent offline) and has no place is no longer drawn")
+    func staleSubjectsLeaveTheMap() {
+        var model = Self.model()
+        _ = Self.apply(&model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
+        _ = Self.apply(&model, "state/cafe/eve", #"{"state":"inside","region":"cafe","subject":"eve"}"#)
+        _ = Self.apply(&model, "state/gallery-1/eve", #"{"state":"outside","region":"gallery-1","subject":"eve"}"#)
+        #expect(Self.subjects(model).count == 1)
+        _ = Self.apply(&model, "state/cafe/eve", #"{"state":"unknown","reason":"stale"}"#)
+        #expect(Self.subjects(model).count == 1, "still outside gallery 1: followed")
+        _ = Self.apply(&model, "state/gallery-1/eve", #"{"state":"unknown","reason":"stale"}"#)
+        #expect(Self.subjects(model).isEmpty)
+        // Heard from again.
+        _ = Self.apply(&model, "state/cafe/eve", #"{"state":"inside"}"#)
+        #expect(Self.subjects(model).count == 1)
+    }
+
     @Test("Raw observations are not among the subscriptions")
     func subscriptions() {
         let filters = Self.model().subscriptions
