@@ -94,6 +94,26 @@ struct RenderCommandTests {
         #expect(refused.stderr.contains("events.jsonl:2: not a JSON event"), "\(refused.stderr)")
     }
 
+    @Test("a GPX route without times is drawn (1 s apart, said once); bad records are listed five at most")
+    func untimedAndBadRecords() async throws {
+        let points = (0..<8).map { #"<trkpt lat="45.27\#($0)" lon="13.71\#($0)"></trkpt>"# }.joined()
+        let route = try temporaryFile("route.gpx", #"<gpx><trk><trkseg>\#(points)</trkseg></trk></gpx>"#)
+        let out = try temporaryFile("route.svg", "")
+        let drawn = try await perimeter(["render", "--regions", Self.regions, "--track", route, "-o", out])
+        #expect(drawn.status == .exited(0), "\(drawn.stderr)")
+        #expect(drawn.stderr.contains("8 point(s) without <time>: drawn 1 s apart"))
+        #expect(drawn.stderr.split(separator: "\n").count == 1, "\(drawn.stderr)")
+        let svg = try String(contentsOfFile: out, encoding: .utf8)
+        let polyline = try #require(svg.split(separator: "\n").first { $0.hasPrefix("<polyline id=\"track\"") })
+        #expect(polyline.split(separator: " ").filter { $0.contains(",") }.count == 8)
+
+        let lines = ["t,lat,lon"] + (0..<9).map { "2026-12-01T00:00:0\($0)Z,x,13.71" }
+        let csv = try temporaryFile("bad.csv", lines.joined(separator: "\n") + "\n")
+        let bad = try await perimeter(["render", "--regions", Self.regions, "--track", csv, "-o", out])
+        #expect(bad.stderr.components(separatedBy: "skipped: ").count - 1 == 5)
+        #expect(bad.stderr.contains("… 4 more record(s) skipped"), "\(bad.stderr)")
+    }
+
     @Test("gateways are drawn as labelled squares; a malformed gateway is refused with its index")
     func gateways() async throws {
         let good = try temporaryFile("gw.json", #"{"gateways":[{"id":"gw-hall","lat":45.2740,"lon":13.7150}]}"#)

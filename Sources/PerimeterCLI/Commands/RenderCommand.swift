@@ -90,7 +90,9 @@ struct RenderCommand: ParsableCommand {
         try await MapWriter.write(SVGMapRenderer(width: width, height: height).render(map), to: output)
     }
 
-    /// The fixes of a track; unreadable records are reported on standard error and left out.
+    /// The fixes of a track; unreadable records are reported on standard error (the first five,
+    /// then a count) and left out. A GPX route without times is still drawn: without
+    /// `--interval` its points are taken 1 s apart, and the command says so.
     static func readTrack(
         _ path: String, format: TrackReader.Format?, accuracy: Double?, interval: Double?
     ) throws
@@ -98,16 +100,31 @@ struct RenderCommand: ParsableCommand {
     {
         let data = try InputFiles.read(path)
         let subject = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
-        let reader = TrackReader(subject: subject, defaultAccuracy: accuracy, interval: interval)
+        let format = format ?? TrackReader.guessFormat(path: path, data: data)
+        var records = try TrackReader(subject: subject, defaultAccuracy: accuracy, interval: interval)
+            .read(data, format: format, name: path)
+        let untimed = records.filter {
+            if case .failure(let error) = $0.fix { return error.message.hasPrefix("no <time>") }
+            return false
+        }
+        if interval == nil, !untimed.isEmpty {
+            Output.error(
+                "\(path): \(untimed.count) point(s) without <time>: drawn 1 s apart (pass --interval SECONDS to say otherwise)"
+            )
+            records = try TrackReader(subject: subject, defaultAccuracy: accuracy, interval: 1)
+                .read(data, format: format, name: path)
+        }
         var fixes: [Fix] = []
-        for record in try reader.read(
-            data, format: format ?? TrackReader.guessFormat(path: path, data: data), name: path)
-        {
+        var skipped = 0
+        for record in records {
             switch record.fix {
             case .success(let fix): fixes.append(fix)
-            case .failure(let error): Output.error("\(record.location): skipped: \(error)")
+            case .failure(let error):
+                skipped += 1
+                if skipped <= 5 { Output.error("\(record.location): skipped: \(error)") }
             }
         }
+        if skipped > 5 { Output.error("\(path): … \(skipped - 5) more record(s) skipped") }
         return fixes
     }
 
