@@ -81,7 +81,9 @@ public final class HTTPServer: Sendable {
 
     /// Binds and listens; ``start()`` begins answering.
     public init(host: String = "127.0.0.1", port: Int, maxStreams: Int = 64, handler: @escaping Handler) throws {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child started meanwhile (mosquitto, a test's process) must not inherit
+        // the listener or a page's connection, or a closed stream would stay open in the child.
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -138,6 +140,8 @@ public final class HTTPServer: Sendable {
                 if stopped.load(ordering: .relaxed) { return }
                 continue
             }
+            // Close-on-exec as for the listener (Glibc's module has no accept4).
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
             if !answer(client) { close(client) }
         }
     }

@@ -12,7 +12,8 @@ import Testing
 struct HTTPStreamTests {
     /// Opens a connection, sends a GET and returns the socket (reads time out after 50 ms).
     static func open(port: Int, path: String) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec, or a process another test starts meanwhile keeps the connection open.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
