@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
         .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
+        .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -43,13 +44,15 @@ let package = Package(
         .target(
             name: "PerimeterNotifier",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
+        // The live dashboard: a consumer of the venue's topics serving one page and its event stream.
+        .target(name: "PerimeterDashboard", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit"]),
 
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
-                "PerimeterNotifier", "PerimeterNet",
+                "PerimeterNotifier", "PerimeterNet", "PerimeterDashboard",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -79,6 +82,9 @@ let package = Package(
             name: "PerimeterNotifierTests",
             dependencies: ["PerimeterNotifier", "PerimeterNet", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Peers")]),
+        .testTarget(
+            name: "PerimeterDashboardTests",
+            dependencies: ["PerimeterDashboard", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

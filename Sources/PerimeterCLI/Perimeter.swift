@@ -10,8 +10,7 @@ public struct Perimeter: ParsableCommand {
             """,
         subcommands: [
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, NotifierCommand.self, RegionsCommand.self,
-            LocateCommand.self,
-            ReplayCommand.self,
+            LocateCommand.self, ReplayCommand.self, RenderCommand.self, DashboardCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 

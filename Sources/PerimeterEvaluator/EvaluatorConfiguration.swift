@@ -118,6 +118,9 @@ public struct EvaluatorConfiguration: Sendable {
         }
         let ownTracks = adapter("adapters.ownTracks")
         let espresense = adapter("adapters.espresense")
+        // One file may configure the whole venue: the other services' sections are theirs.
+        for section in ["dashboard", "notifier", "channels"] { reader.claim(section) }
+        for name in names { reader.claim("venues.\(name).rules") }
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-evaluator-\(instance)" : broker.clientID
         var configuration = EvaluatorConfiguration(

@@ -113,6 +113,15 @@ public struct NotifierConfiguration: Sendable {
             if let channel = readChannel(name, reader) { channels[name] = channel }
         }
         if channels.isEmpty { reader.reject("channels", "configure at least one channel (mqtt, webhook or mail)") }
+        // One file may configure the whole venue: the other services' settings are theirs.
+        for section in ["evaluator", "adapters", "dashboard"] { reader.claim(section) }
+        for venue in venues {
+            for key in [
+                "privacy", "gateways", "pathLossExponent", "staleAfter", "beaconExitTimeout", "requireAccuracy",
+            ] {
+                reader.claim("venues.\(venue.id).\(key)")
+            }
+        }
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-notifier-\(instance)" : broker.clientID
         var configuration = NotifierConfiguration(

@@ -18,7 +18,7 @@ import Testing
 /// false`) and `certificatePort` with `require_certificate true`.
 final class ProductionBroker: Sendable {
     static let agents = ["phone-a", "phone-b"]
-    static let accounts = ["evaluator", "notifier", "consent", "operator", "consumer"] + agents
+    static let accounts = ["evaluator", "notifier", "consent", "operator", "consumer", "dashboard"] + agents
 
     let directory: URL
     let port: Int
@@ -310,6 +310,35 @@ struct SecureBrokerTests {
         let first = received.first.map { "\($0.topic) \(String(decoding: $0.payload, as: UTF8.self))" }
         #expect(first == "perimeter/v1/museum/subjects/visitor-42/authorization consent")
         for client in [operatorClient, consumer, consent] { await client.disconnect() }
+    }
+
+    @Test("the dashboard declares only its own session and reads outputs and authorizations, never observations")
+    func dashboardAccount() async throws {
+        let broker = try await ProductionBroker.start()
+        let dashboard = try await broker.connect("dashboard")
+        for filter in [
+            "perimeter/v1/museum/enter/+/+", "perimeter/v1/museum/subjects/+/authorization",
+            "perimeter/v1/museum/obs/#",
+        ] {
+            _ = try await dashboard.subscribe(filter)
+        }
+        let ownSession = await publishRefusal(dashboard, "perimeter/v1/museum/sessions/dashboard/live", "{}")
+        #expect(ownSession == nil)
+        for topic in [
+            "perimeter/v1/museum/sessions/consumer/s1", "perimeter/v1/museum/subjects/visitor-42/authorization",
+            "perimeter/v1/museum/enter/gallery-1/visitor-42", "perimeter/v1/museum/obs/dashboard/gps",
+        ] {
+            let refusal = await publishRefusal(dashboard, topic, "from-dashboard")
+            #expect(refusal == notAuthorized, "dashboard publishing on \(topic)")
+        }
+        let agent = try await broker.connect("phone-a")
+        try await agent.publish("perimeter/v1/museum/obs/phone-a/gps", "fix", qos: .atLeastOnce)
+        let consent = try await broker.connect("consent")
+        try await consent.publish("perimeter/v1/museum/subjects/visitor-42/authorization", "auth", qos: .atLeastOnce)
+        // The observation (published first) never arrives; the authorization does.
+        let received = try await nextMessages(dashboard, count: 1)
+        #expect(received.first?.topic == "perimeter/v1/museum/subjects/visitor-42/authorization")
+        for client in [dashboard, agent, consent] { await client.disconnect() }
     }
 
     @Test("a batch with a refused message: each acknowledgement says how it went, in order, without throwing")

@@ -53,6 +53,9 @@ struct ReplayCommand: ParsableCommand {
     @Flag(help: "Use the valid regions even when others have problems.")
     var skipInvalid: Bool
 
+    @Option(help: "Also draw the regions, the track and its events (see 'perimeter render').", valueName: "out.svg|png")
+    var render: String?
+
     mutating func validate() throws {
         if accuracy.map({ $0 < 0 }) == true { throw ValidationError("--accuracy must not be negative") }
         if interval.map({ $0 <= 0 }) == true { throw ValidationError("--interval must be positive") }
@@ -80,6 +83,7 @@ struct ReplayCommand: ParsableCommand {
         var progress = ProgressBar(total: records.count)
         var rejected = 0
         var lastTime: Date?
+        var drawn: (fixes: [Fix], events: [RegionEvent]) = ([], [])
         for (number, record) in records.enumerated() {
             progress.update(number + 1)
             switch record.fix {
@@ -92,6 +96,10 @@ struct ReplayCommand: ParsableCommand {
                 case .success(let events):
                     for event in events { output.write(Self.line(event, topics: topics)) }
                     lastTime = fix.t
+                    if render != nil {
+                        drawn.fixes.append(fix)
+                        drawn.events += events
+                    }
                 case .failure(let rejection):
                     progress.clear()
                     Output.error("\(record.location): rejected: \(rejection)")
@@ -101,11 +109,20 @@ struct ReplayCommand: ParsableCommand {
         }
         // Confirm what the track's own time already decided (pending delays, dwell), nothing beyond.
         if let lastTime {
-            for event in engine.advance(to: lastTime) { output.write(Self.line(event, topics: topics)) }
+            let events = engine.advance(to: lastTime)
+            for event in events { output.write(Self.line(event, topics: topics)) }
+            drawn.events += events
         }
         output.flush()
         progress.finish()
         if rejected > 0 { Output.error("\(track): \(rejected) of \(records.count) record(s) skipped or rejected") }
+        if let render {
+            let map = VenueMap(
+                title: "\(subjectID) — \(URL(fileURLWithPath: regions).lastPathComponent)", regions: loaded,
+                track: drawn.fixes.map(\.position),
+                events: VenueMap.Event.markers(for: drawn.events, track: drawn.fixes))
+            try await MapWriter.write(SVGMapRenderer().render(map), to: render)
+        }
     }
 
     static func line(_ event: RegionEvent, topics: Topics) -> String {

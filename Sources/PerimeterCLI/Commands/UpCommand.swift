@@ -27,6 +27,11 @@ struct UpCommand: ParsableCommand {
     @Option(help: "Stop after this many seconds (default: run until Ctrl-C).", valueName: "s")
     var duration: Double?
 
+    @Option(
+        help: "Also serve the live dashboard on host:port (port 0: any free one) and print its URL.",
+        valueName: "host:port")
+    var dashboard: String?
+
     struct Settings {
         var broker: BrokerSettings
         var embedded: Bool
@@ -60,6 +65,9 @@ struct UpCommand: ParsableCommand {
 
     mutating func validate() throws {
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        if let dashboard, Self.hostPort(dashboard) == nil {
+            throw ValidationError("--dashboard: expected host:port like 127.0.0.1:8080, got '\(dashboard)'")
+        }
     }
 
     func run() async throws {
@@ -101,6 +109,9 @@ struct UpCommand: ParsableCommand {
             ownTracksVenue: settings.venue, espresenseVenue: settings.venue, log: settings.log)
         services.append(EvaluatorService(configuration: evaluator, logger: logger))
         services.append(LiveView(broker: broker, topics: topics, regions: regions, logger: logger))
+        if let dashboard {
+            services.append(try dashboardService(dashboard, broker: broker, settings: settings, logger: logger))
+        }
         if let duration { services.append(Timer(seconds: duration)) }
         try await ServiceGroup(services: services, logger: logger).run()
     }

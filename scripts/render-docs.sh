@@ -1,0 +1,35 @@
+#!/bin/sh
+# Regenerates the pictures in docs/images/: every sample venue's map (config/venues/*.geojson
+# and config/*/regions.geojson) as SVG and PNG, the real GPX drive with its events, and the
+# dashboard screenshot that the headless-Chromium test takes.
+set -eu
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+swift build --product perimeter >&2
+perimeter=.build/debug/perimeter
+images=docs/images
+mkdir -p "$images"
+
+for file in config/venues/*.geojson config/*/regions.geojson; do
+    [ -f "$file" ] || continue
+    case "$file" in
+        */regions.geojson) name=$(basename "$(dirname "$file")") ;;
+        *) name=$(basename "$file" .geojson) ;;
+    esac
+    for format in svg png; do
+        "$perimeter" render --regions "$file" --title "$name ($file)" -o "$images/$name.$format"
+    done
+    echo "$images/$name.svg, $images/$name.png" >&2
+done
+
+fixtures=Tests/PerimeterCLITests/Fixtures
+for format in svg png; do
+    "$perimeter" render --regions "$fixtures/render/visnjan-regions.geojson" \
+        --track "$fixtures/gpx/around-visnjan-with-car.gpx" \
+        --title "A real drive near Višnjan (gpxpy test track) against visnjan-regions.geojson" \
+        -o "$images/visnjan-track.$format"
+done
+echo "$images/visnjan-track.svg, $images/visnjan-track.png" >&2
+
+PERIMETER_DOCS_IMAGES="$PWD/$images" swift test --filter BrowserTests >&2
+echo "$images/dashboard.png" >&2
