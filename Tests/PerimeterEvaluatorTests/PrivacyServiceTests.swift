@@ -187,13 +187,13 @@ struct PrivacyServiceTests {
             "perimeter/v1/test/subjects/gus/preferences", ["defaultPlace": "cafe"], retain: true)
         try await Self.at(harness, "gus", lat: 48.86)
         try await harness.waitFor("gus enters") { _ in Self.events(harness, "gus").contains("enter hall") }
-        let shown = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath])
+        let shown = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath, "--timeout", "60"])
         #expect(shown.status == .exited(0), "\(shown.stderr)")
         let document = try JSONParser.parse(shown.stdout)
         #expect(document["states"]?["hall"] == "inside")
         #expect(document["status"] == "always")
         #expect(document["diagnostics"]?["heldEvents"] == 0)
-        let erased = try await runProduct(["subjects", "erase", "gus", "--config", harness.configPath])
+        let erased = try await runProduct(["subjects", "erase", "gus", "--config", harness.configPath, "--timeout", "60"])
         #expect(erased.status == .exited(0), "\(erased.stderr)")
         // A fresh look at the broker: nothing retained names gus.
         let checker = try await harness.broker.connectedClient("checker")
