@@ -146,7 +146,7 @@ final class NotifierHarness: Sendable {
 
     @discardableResult
     func waitFor(
-        _ what: String, timeout: Duration = .seconds(20), _ condition: @Sendable () -> Bool
+        _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () -> Bool
     ) async throws
         -> Bool
     {
