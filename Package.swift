@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
+        .library(name: "PerimeterAgent", targets: ["PerimeterAgent"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -35,11 +36,17 @@ let package = Package(
             name: "PerimeterEvaluator",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
+        // The edge agent: gpsd, replay, simulator and HCI sources, store-and-forward outbox.
+        .target(
+            name: "PerimeterAgent",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
+                "PerimeterAgent",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -64,6 +71,10 @@ let package = Package(
         .testTarget(
             name: "PerimeterEvaluatorTests",
             dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
+            resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "PerimeterAgentTests",
+            dependencies: ["PerimeterAgent", "PerimeterTestSupport"],
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterCLITests",

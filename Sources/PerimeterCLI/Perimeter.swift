@@ -9,7 +9,8 @@ public struct Perimeter: ParsableCommand {
             against a broker you name.
             """,
         subcommands: [
-            VersionCommand.self, UpCommand.self, EvaluatorCommand.self, RegionsCommand.self, LocateCommand.self,
+            VersionCommand.self, UpCommand.self, EvaluatorCommand.self, AgentCommand.self, RegionsCommand.self,
+            LocateCommand.self,
             ReplayCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
