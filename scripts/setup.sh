@@ -6,7 +6,9 @@ set -eu
 # mosquitto is needed as a program, not as Debian's system service: tests and `perimeter up`
 # run private brokers on free loopback ports. SecureBrokerTests also run openssl (through
 # deploy/mosquitto/make-certs.sh) and mosquitto_passwd, which comes with mosquitto.
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev pkg-config libxml2 openssl ca-certificates"
+# gpsd: the agent's gpsd source is tested against the real daemon fed real NMEA captures over
+# TCP (what gpsfake does; gpsfake itself is in gpsd-clients, which pulls in matplotlib and scipy).
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev pkg-config libxml2 openssl ca-certificates gpsd"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -158,7 +158,8 @@ public enum NMEASentence: Sendable, Hashable {
 
 /// Combines the RMC, GGA and GSA sentences of each receiver cycle (same time of day) into one
 /// reading, as gpsd does: position and date from RMC, altitude and HDOP from GGA, fix mode
-/// from GSA. A cycle without a fix (RMC `V`, GGA quality 0, GSA mode 1) gives nothing.
+/// from GSA. A cycle without a fix (RMC `V`, GGA quality 0 or no satellites used, GSA mode 1)
+/// gives nothing.
 ///
 /// Accuracy is HDOP × `rangeError` (a typical 5 m user range error), the same stand-in the GPX
 /// reader uses; NMEA carries no error estimate of its own.
@@ -198,7 +199,9 @@ public struct NMEAFixAssembler: Sendable {
         case .gga(let gga):
             guard let timeOfDay = gga.timeOfDay else { return nil }
             let finished = startCycle(timeOfDay)
-            if gga.quality == 0 { cycle?.valid = false }
+            // Quality 0, or a "fix" from no satellites in use (as a SiRF-II sends while it
+            // acquires): gpsd reports no fix for either, and neither do we.
+            if gga.quality == 0 || gga.satellites == 0 { cycle?.valid = false }
             if cycle?.position == nil { cycle?.position = gga.position }
             if let hdop = gga.hdop { cycle?.hdop = hdop }
             cycle?.altitude = gga.altitude

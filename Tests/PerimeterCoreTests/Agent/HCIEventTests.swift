@@ -24,7 +24,10 @@ struct HCIEventTests {
         #expect(report.rssi == -69)
         #expect(report.data.count == 30)
         let advert = try #require(try AdvertisementDecoder.decode(report.data).beacon)
-        #expect(advert.identity == .iBeacon(uuid: BeaconPrefix(uuid: "8DEEFBB9-F738-4297-8040-96668BB44281")!, major: 5000, minor: 3918))
+        #expect(
+            advert.identity
+                == .iBeacon(uuid: BeaconPrefix(uuid: "8DEEFBB9-F738-4297-8040-96668BB44281")!, major: 5000, minor: 3918)
+        )
         #expect(advert.advertisedPower == -63)
     }
 

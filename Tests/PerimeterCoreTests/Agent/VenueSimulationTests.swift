@@ -106,7 +106,9 @@ struct VenueSimulationTests {
                 let visitor = try #require(simulation.visitors.first { $0.agent == agent })
                 let accuracy = try #require(reading.accuracy)
                 #expect((4...12).contains(accuracy))
-                #expect(Geodesy.distance(reading.position, simulation.position(of: visitor, at: Double(tick))) < 5 * accuracy)
+                #expect(
+                    Geodesy.distance(reading.position, simulation.position(of: visitor, at: Double(tick))) < 5
+                        * accuracy)
                 #expect(reading.t == Self.start.addingTimeInterval(Double(tick)))
             }
         }
@@ -156,8 +158,14 @@ struct VenueSimulationTests {
         (#"{"name": "a/b"}"#, "one topic level"),
         (#"{"name": "x", "timeZone": "Mars/Olympus"}"#, "not an IANA time zone"),
         (#"{"name": "x", "currency": "euro"}"#, "ISO 4217"),
-        (#"{"name": "x", "beacons": [{"id": "b", "uuid": "nope", "major": 1, "minor": 1, "lat": 0, "lon": 0}]}"#, "beacons[0]"),
-        (#"{"name": "x", "simulator": {"visitors": 2, "waypoints": {"a": [0, 0]}, "paths": [["a", "b"]]}}"#, "unknown waypoint 'b'"),
+        (
+            #"{"name": "x", "beacons": [{"id": "b", "uuid": "nope", "major": 1, "minor": 1, "lat": 0, "lon": 0}]}"#,
+            "beacons[0]"
+        ),
+        (
+            #"{"name": "x", "simulator": {"visitors": 2, "waypoints": {"a": [0, 0]}, "paths": [["a", "b"]]}}"#,
+            "unknown waypoint 'b'"
+        ),
         (#"{"name": "x", "simulator": {"visitors": 2}}"#, "at least one path"),
         (#"{"name": "x", "simulator": {"topology": "mesh", "visitors": 0}}"#, "scanner or gateway"),
         (#"{"name": "x", "simulator": {"speed": [2, 1], "visitors": 0}}"#, "simulator.speed"),
