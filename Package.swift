@@ -74,7 +74,7 @@ let package = Package(
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterAgentTests",
-            dependencies: ["PerimeterAgent", "PerimeterTestSupport"],
+            dependencies: ["PerimeterAgent", "PerimeterStore", "PerimeterTestSupport"],
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterCLITests",

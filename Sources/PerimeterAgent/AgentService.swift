@@ -16,6 +16,9 @@ public struct AgentService: Service {
     /// When the source ends (a replay's last point, the simulator's last tick): how long to
     /// wait for the outbox to empty before stopping.
     public var drainTimeout: Duration = .seconds(30)
+    /// How long to wait for the first connection before going on with the broker away
+    /// (observations then queue in the outbox while the client keeps trying).
+    public var connectTimeout: Duration = .seconds(5)
     public var name: String { "agent" }
 
     public init(configuration: AgentConfiguration, source: any AgentSource, logger: Logger) {
@@ -50,7 +53,7 @@ public struct AgentService: Service {
     public func run() async throws {
         let publisher = try AgentPublisher(configuration: configuration, logger: logger)
         do {
-            try await publisher.client.connect(timeout: .seconds(5))
+            try await publisher.client.connect(timeout: connectTimeout)
         } catch let error as MQTTError {
             // Refused (credentials, ACL) is a configuration error; unreachable is what the
             // outbox is for: observations queue up and the client keeps reconnecting.
