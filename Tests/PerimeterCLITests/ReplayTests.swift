@@ -1,6 +1,7 @@
 import Foundation
 import PerimeterCore
 import PerimeterKit
+import PerimeterMQTT
 import PerimeterTestSupport
 import Testing
 
@@ -151,7 +152,10 @@ struct UpTests {
     @Test("up: a private broker, the venue's regions retained, the live tree printed; stops after --duration")
     func upWithDuration() async throws {
         let result = try await perimeter(
-            ["up", "--duration", "2", "--set", "venue.regions=\(CLIFixtures.museum)"], timeout: .seconds(30))
+            [
+                "up", "--duration", "2", "--raw", "--venue", CLIFixtures.venue("museum"), "--set",
+                "venue.regions=\(CLIFixtures.museum)",
+            ], timeout: .seconds(30))
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stderr.contains("mosquitto_sub -h 127.0.0.1 -p "))
         for region in ["museum", "gallery-1", "gallery-2", "garden", "cafe", "entrance", "gallery-1-beacons"] {
@@ -163,16 +167,56 @@ struct UpTests {
     func upInterrupted() async throws {
         let child = try ChildProcess(
             Products.executable("perimeter"),
-            ["up", "--set", "venue.regions=\(CLIFixtures.museum)", "--set", "log.level=info"])
+            [
+                "up", "--raw", "--venue", CLIFixtures.venue("museum"), "--set", "venue.regions=\(CLIFixtures.museum)",
+                "--set", "log.level=info",
+            ])
         try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(20))
         child.subprocess.signal(SIGINT)
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
         #expect(termination == .exited(0), "\(output)")
         let stops = output.split(separator: "\n").filter { $0.contains("msg=stopped") }
-        // The live view, the evaluator, then the broker.
-        #expect(stops.count == 3)
+        // The live view, the simulator's agent, the evaluator, then the broker.
+        #expect(stops.count == 4)
         #expect(stops.contains { $0.contains("service=evaluator") })
+        #expect(stops.contains { $0.contains("service=agent") })
         #expect(stops.last?.contains("service=broker") == true, "the broker stops last")
+    }
+
+    @Test(
+        "up --duration 20 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit and ranging; the feed is readable; nothing is left running"
+    )
+    func upDemo() async throws {
+        let port = try MosquittoBroker.freeLoopbackPort()
+        let child = try ChildProcess(
+            Products.executable("perimeter"),
+            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "20", "--broker-port", "\(port)"])
+        try await waitFor("the broker on \(port)") { MosquittoBroker.accepts(port: port) }
+        // Whatever up started as a child (the broker), to check it is gone afterwards.
+        let children = childProcesses(of: child.subprocess.pid)
+        #expect(!children.isEmpty)
+        let observer = try MQTTClient(
+            MQTTConfiguration(port: port, clientID: "demo-observer", backoff: .init(initial: .milliseconds(50))))
+        try await observer.connect(timeout: .seconds(5))
+        try await observer.subscribe("perimeter/v1/museum/#", qos: .atLeastOnce)
+        let kinds = try await withTimeout(.seconds(30), "enter, exit and ranging from the demo") {
+            var kinds: Set<String> = []
+            for await message in observer.messages {
+                kinds.insert(message.topic.split(separator: "/").dropFirst(3).first.map(String.init) ?? "")
+                if kinds.isSuperset(of: ["enter", "exit", "ranging", "obs", "subjects", "diagnostics"]) { break }
+            }
+            return kinds
+        }
+        await observer.disconnect()
+        let (termination, output) = try await withTimeout(.seconds(40), "perimeter up to stop") { await child.finish() }
+        #expect(termination == .exited(0), "\(output)")
+        #expect(kinds.isSuperset(of: ["enter", "exit", "ranging", "obs", "subjects", "diagnostics"]), "\(kinds)")
+        #expect(output.contains("mosquitto_sub -h 127.0.0.1 -p \(port) -t 'perimeter/v1/museum/#' -v"))
+        #expect(output.contains("→ entered"))
+        #expect(output.contains("≈ ranging"))
+        #expect(output.contains("⊘ privacy   denied: authorizationDenied"))
+        #expect(!MosquittoBroker.accepts(port: port))
+        for pid in children { #expect(kill(pid, 0) != 0, "process \(pid) started by up is still running") }
     }
 
     @Test("up: a bad setting names the key, exits 1 before starting anything")
@@ -202,4 +246,26 @@ struct UpTests {
         #expect(result.stdout.contains("ranging reports"))
         #expect(result.stdout.contains("decoder alone: Perimeter "))
     }
+}
+
+/// The pids whose parent is `pid` (from /proc).
+func childProcesses(of pid: pid_t) -> [pid_t] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { entry -> pid_t? in
+        guard let child = pid_t(entry),
+            let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("PPid:") }),
+            pid_t(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) == pid
+        else { return nil }
+        return child
+    }
+}
+
+func waitFor(_ what: String, timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw TimeoutError(what: what, timeout: timeout)
 }
