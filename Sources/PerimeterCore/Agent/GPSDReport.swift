@@ -51,7 +51,12 @@ public enum GPSDReport: Sendable, Hashable {
             }
             return number
         }
-        let mode = try number("mode").map(Int.init) ?? 0
+        // gpsd's modes are 0…3; anything else (1e300 would trap in Int()) is not a report.
+        let modeValue = try number("mode") ?? 0
+        guard (0...3).contains(modeValue), modeValue.rounded() == modeValue else {
+            throw Error(message: "TPV mode \(modeValue): expected 0, 1, 2 or 3")
+        }
+        let mode = Int(modeValue)
         guard mode >= 2 else { return .noFix(mode: mode) }
         guard let lat = try number("lat"), let lon = try number("lon") else {
             throw Error(message: "TPV with mode \(mode) but no lat/lon")

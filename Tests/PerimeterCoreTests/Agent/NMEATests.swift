@@ -142,6 +142,10 @@ struct GPSDReportTests {
         (#"{"class":"TPV","mode":3,"lat":95,"lon":1,"time":"2026-11-22T09:53:05Z"}"#, "off the globe"),
         (#"{"class":"TPV","mode":3,"lat":"x","lon":1}"#, "TPV lat"),
         (#"{"class":"TPV","mode":3,"lat":1,"lon":1,"time":"yesterday"}"#, "TPV time"),
+        // Found by the agent fuzz target: a mode too large for an Int trapped in Int(_:).
+        (#"{"class":"TPV","mode":1e300,"lat":1,"lon":1}"#, "TPV mode"),
+        (#"{"class":"TPV","mode":2.5,"lat":1,"lon":1}"#, "TPV mode"),
+        (#"{"class":"TPV","mode":-1}"#, "TPV mode"),
     ]
 
     @Test("malformed reports are errors naming the problem", arguments: bad)
