@@ -126,6 +126,31 @@ struct ReplayTests {
         #expect(transitions[0].t < transitions[1].t)
     }
 
+    @Test(
+        "raw NMEA (a real receiver's sentences; one with a bad checksum): fixes from RMC+GGA cycles, the bad line named"
+    )
+    func nmea() async throws {
+        // GlobalSat BU-353-S4, Hamilton NZ (gpsd 3.22's test log bu353s4.log, BSD-2-Clause); the
+        // third RMC's checksum changed from 71 to 72.
+        let nmea = """
+            $GPGGA,030719.000,3747.0873,S,17518.8938,E,1,08,1.1,59.9,M,23.7,M,,0000*7D
+            $GPGSA,A,3,17,28,06,01,30,20,26,13,,,,,1.8,1.1,1.5*33
+            $GPRMC,030719.000,A,3747.0873,S,17518.8938,E,0.69,181.39,311214,,,A*7D
+            $GPGGA,030720.000,3747.0875,S,17518.8938,E,1,08,1.1,59.8,M,23.7,M,,0000*70
+            $GPRMC,030720.000,A,3747.0875,S,17518.8938,E,1.15,181.39,311214,,,A*7B
+            $GPGGA,030721.000,3747.0876,S,17518.8934,E,1,08,1.1,60.1,M,23.7,M,,0000*7D
+            $GPRMC,030721.000,A,3747.0876,S,17518.8934,E,0.89,181.39,311214,,,A*72
+            """
+        let regions = try circleRegions([
+            (id: "yard", center: TrackPoint(lat: -37.78479, lon: 175.31489, t: Date()), radius: 50)
+        ])
+        let result = try await perimeter(["replay", "--regions", regions, try temporaryFile("walk.nmea", nmea)])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stderr.contains("walk.nmea:7: skipped: checksum mismatch: sentence says 72, content gives 71"))
+        #expect(result.stdout.contains(#""event":"enter""#))
+        #expect(result.stdout.contains(#""t":"2014-12-31T03:07:19.000Z""#))
+    }
+
     @Test("bad records are reported with their place and skipped")
     func badRecords() async throws {
         let regions = try circleRegions([(id: "c", center: TrackPoint(lat: 45, lon: 13, t: Date()), radius: 100)])
@@ -217,6 +242,19 @@ struct UpTests {
         #expect(output.contains("⊘ privacy   denied: authorizationDenied"))
         #expect(!MosquittoBroker.accepts(port: port))
         for pid in children { #expect(kill(pid, 0) != 0, "process \(pid) started by up is still running") }
+    }
+
+    @Test("agent: a source without what it needs is named, exit 1, nothing started")
+    func agentBadConfig() async throws {
+        let replay = try await perimeter(["agent", "--source", "replay"])
+        #expect(replay.status == .exited(1))
+        #expect(replay.stderr.contains("replay.file: the replay source needs a track file"), "\(replay.stderr)")
+        let source = try await perimeter(["agent", "--source", "radio"])
+        #expect(source.status == .exited(1))
+        #expect(source.stderr.contains("agent.source"), "\(source.stderr)")
+        let venue = try await perimeter(["agent", "--venue", "/nonexistent/venue.json"])
+        #expect(venue.status == .exited(1))
+        #expect(venue.stderr.contains("venue file /nonexistent/venue.json: cannot read"), "\(venue.stderr)")
     }
 
     @Test("up: a bad setting names the key, exits 1 before starting anything")

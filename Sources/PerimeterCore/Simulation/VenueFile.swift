@@ -97,11 +97,13 @@ public struct VenueFile: Sendable {
         if let settings = object["simulator"], settings != .null {
             simulator = SimulatorSettings.parse(settings, problems: &problems)
         }
+        let locale = string("locale", "en_US")
+        let regions = string("regions", "regions.geojson")
         if !problems.isEmpty { throw Error(problems: problems) }
         return VenueFile(
-            name: name, displayName: object["displayName"]?.stringValue, timeZone: timeZone,
-            locale: string("locale", "en_US"), currency: currency, regions: string("regions", "regions.geojson"),
-            pathLossExponent: exponent, beacons: beacons, gateways: gateways, simulator: simulator)
+            name: name, displayName: object["displayName"]?.stringValue, timeZone: timeZone, locale: locale,
+            currency: currency, regions: regions, pathLossExponent: exponent, beacons: beacons, gateways: gateways,
+            simulator: simulator)
     }
 
     static func point(_ object: JSONObject) -> GeoPoint? {
