@@ -19,9 +19,14 @@ public struct SimulatorSource: AgentSource {
         self.ticks = ticks
     }
 
-    /// Reads and checks a venue file.
+    /// Reads and checks a venue file (or `venue.json` in a venue directory).
     /// - Throws: ``AgentSourceError`` naming the file and every problem.
     public static func loadVenue(_ path: String) throws -> VenueFile {
+        var isDirectory: ObjCBool = false
+        var path = path
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            path = URL(fileURLWithPath: path).appendingPathComponent("venue.json").path
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw AgentSourceError("venue file \(path): cannot read")
         }

@@ -38,10 +38,12 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Track file for the replay source (replay.file).", valueName: "file")
     var replay: String?
 
-    @Option(help: "Venue file for the simulator (simulator.venue).", valueName: "file")
+    @Option(help: "Venue directory or file for the simulator (simulator.venue).", valueName: "dir|file")
     var venue: String?
 
-    @Option(help: "Replay or simulation speed factor (replay.speed, simulator.speed).", valueName: "x")
+    @Option(
+        help: "Replay or simulation speed factor (replay.speed, simulator.speed); 0 replays without pauses.",
+        valueName: "x")
     var speed: Double?
 
     @Option(help: "Simulator seed (simulator.seed).", valueName: "n")
@@ -55,7 +57,10 @@ struct AgentCommand: ParsableCommand {
         if let source { overrides.append("agent.source=\(source)") }
         if let replay { overrides.append("replay.file=\(replay)") }
         if let venue { overrides.append("simulator.venue=\(venue)") }
-        if let speed { overrides += ["replay.speed=\(speed)", "simulator.speed=\(speed)"] }
+        if let speed {
+            overrides.append("replay.speed=\(speed)")
+            if speed > 0 { overrides.append("simulator.speed=\(speed)") }
+        }
         if let seed { overrides.append("simulator.seed=\(seed)") }
         if let brokerPort { overrides.append("broker.port=\(brokerPort)") }
         let reader = try ConfigReader(
