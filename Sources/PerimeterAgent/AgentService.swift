@@ -64,6 +64,7 @@ public struct AgentService: Service {
         let source = self.source
         let logger = self.logger
         let drainTimeout = self.drainTimeout
+        var failure: (any Error)?
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await publisher.runSender() }
@@ -84,6 +85,9 @@ public struct AgentService: Service {
             }
         } catch is SourceFinished {
         } catch is CancellationError {
+        } catch {
+            // A source that cannot run (gpsd refused, no radio): stop cleanly, then say why.
+            failure = error
         }
         let (queued, sent, filtered, pending) = await (
             publisher.queued, publisher.sent, publisher.filtered, publisher.pending
@@ -94,6 +98,7 @@ public struct AgentService: Service {
                 "queued": "\(queued)", "sent": "\(sent)", "filtered": "\(filtered)", "outbox.pending": "\(pending)",
             ])
         await publisher.shutdown()
+        if let failure { throw failure }
     }
 
     private struct SourceFinished: Error {}

@@ -235,6 +235,33 @@ struct AgentServiceTests {
     }
 }
 
+@Suite("HCI source")
+struct HCISourceTests {
+    @Test("no such controller: the agent stops with an error naming the device and the reason, status offline")
+    func noController() async throws {
+        // hci250 exists nowhere: without a Bluetooth stack socket() fails, with one bind() does.
+        let broker = try await TestBroker.start()
+        let directory = try temporaryDirectory()
+        var configuration = AgentServiceTests.configuration(
+            port: broker.port, database: directory.appendingPathComponent("agent.sqlite").path)
+        configuration.hciDevice = 250
+        let logger = Logger(label: "test", handler: DiscardingLogHandler())
+        let service = AgentService(
+            configuration: configuration, source: HCISource(device: 250, logger: logger), logger: logger)
+        await #expect {
+            try await service.run()
+        } throws: { error in
+            "\(error)".hasPrefix("hci250: cannot ")
+        }
+        let observer = try await broker.connectedClient("observer")
+        try await observer.subscribe("perimeter/v1/test/agents/phone-7/status", qos: .atLeastOnce)
+        let retained = try await nextMessages(observer, count: 1, timeout: .seconds(5))
+        #expect((try JSONValue(parsing: retained[0].payload))["online"] == .bool(false))
+        await observer.disconnect()
+        await broker.stop()
+    }
+}
+
 @Suite("Simulator source")
 struct SimulatorSourceTests {
     @Test("the sample venues load and their simulations are deterministic", arguments: ["museum", "campus"])
