@@ -67,8 +67,11 @@ struct UpCommand: ParsableCommand {
         var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-up-\(getpid())", embedded: embedded)
         if embedded { broker.host = "127.0.0.1" }
         let venue = reader.string("venue.name", default: venueFile.name)
+        // The venue file names its regions file relative to its own directory (or absolutely).
         let regionsPath = reader.string(
-            "venue.regions", default: venueDirectory.appendingPathComponent(venueFile.regions).path)
+            "venue.regions",
+            default: venueFile.regions.hasPrefix("/")
+                ? venueFile.regions : venueDirectory.appendingPathComponent(venueFile.regions).path)
         let prefix = reader.string("topics.prefix", default: "perimeter/v1")
         let log = LogSettings.read(from: reader)
         if venue.isEmpty || Topics.separator(in: venue) != nil {

@@ -81,9 +81,15 @@ public struct VenueSimulation: Sendable {
             let place =
                 settings.defaultPlaces.isEmpty || random.next() % 2 == 0
                 ? nil : settings.defaultPlaces[Int(random.next() % UInt64(settings.defaultPlaces.count))]
+            // In gateway topology the evaluator knows a visitor only by its tag's identity, so
+            // that is the subject its records are about.
+            let tag = BeaconPrefix(uuid: settings.tagUUID).map {
+                BeaconIdentity.iBeacon(uuid: $0, major: 100, minor: UInt16(truncatingIfNeeded: index + 1)).canonical
+            }
+            let subject = settings.topology == .gateway ? tag ?? "visitor-\(index + 1)" : "visitor-\(index + 1)"
             visitors.append(
                 Visitor(
-                    subject: "visitor-\(index + 1)", agent: "phone-\(index + 1)", speed: speed, status: status,
+                    subject: subject, agent: "phone-\(index + 1)", speed: speed, status: status,
                     locale: locale, defaultPlace: place, tagMinor: index + 1,
                     legs: legs.map { (from: $0.0, to: $0.1, walk: $0.2, pause: $0.3) }, roundSeconds: roundSeconds,
                     phase: random.uniform(0, max(roundSeconds, 1))))

@@ -126,6 +126,12 @@ struct VenueSimulationTests {
         #expect(scans.first?.0 == "gw-a")
         #expect(scans.first?.1.subject == nil)
         #expect(!messages.contains { if case .gps = $0 { true } else { false } })
+        // Records are about the tag identities, the subjects the evaluator sees in gateway mode.
+        let subjects = simulation.initialMessages().compactMap { message -> String? in
+            if case .authorization(let subject, _, _) = message { return subject }
+            return nil
+        }
+        #expect(subjects.first == "ibeacon:e2c56db5-dffb-48d2-b060-d0f5a71096e0:100:1")
     }
 
     @Test("visitors publish a realistic mix of authorizations, several locales and default places")
