@@ -63,7 +63,7 @@ struct AgentServiceTests {
         var observerConfiguration = broker.clientConfiguration("observer", cleanStart: false)
         observerConfiguration.clientID = "observer-store-and-forward"
         let observer = try MQTTClient(observerConfiguration)
-        try await observer.connect(timeout: .seconds(5))
+        try await observer.connect(timeout: .seconds(60))
         try await observer.subscribe("perimeter/v1/test/obs/#", qos: .atLeastOnce)
 
         let source = ManualSource()
@@ -76,7 +76,7 @@ struct AgentServiceTests {
         let before = 5
         let during = 40
         source.continuation.yield((0..<before).map(Self.reading))
-        let first = try await nextMessages(observer, count: before, timeout: .seconds(10))
+        let first = try await nextMessages(observer, count: before, timeout: .seconds(60))
         #expect(Self.times(first).count == before)
 
         await broker.stop()
@@ -84,7 +84,7 @@ struct AgentServiceTests {
         for index in before..<(before + during) { source.continuation.yield([Self.reading(index)]) }
         // They wait in the agent's SQLite outbox (another connection may read it: WAL).
         let outbox = try Database(path: directory.appendingPathComponent("agent.sqlite").path)
-        try await waitUntil("\(during) messages in the outbox", timeout: .seconds(5)) {
+        try await waitUntil("\(during) messages in the outbox", timeout: .seconds(60)) {
             (try? outbox.scalar("SELECT count(*) FROM outbox")?.int) == during
         }
         broker = try await MosquittoBroker.start(
@@ -94,7 +94,7 @@ struct AgentServiceTests {
         // before (its acknowledgement was not saved). Consumers drop what they have seen.
         var received: [String] = []
         var seen = Set(Self.times(first))
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(90)
         while received.count < during && ContinuousClock.now < deadline {
             guard let batch = try? await nextMessages(observer, count: 1, timeout: .seconds(2)) else { continue }
             for t in Self.times(batch) where seen.insert(t).inserted { received.append(t) }
@@ -134,7 +134,7 @@ struct AgentServiceTests {
             logger: Self.logger)
         let running = Task { try await second.run() }
         next.continuation.yield([Self.reading(10)])
-        let messages = try await nextMessages(observer, count: 11, timeout: .seconds(10))
+        let messages = try await nextMessages(observer, count: 11, timeout: .seconds(60))
         #expect(Self.times(messages) == (0...10).map { Timestamp.format(Self.t0.addingTimeInterval(Double($0))) })
         running.cancel()
         try await running.value
@@ -155,14 +155,14 @@ struct AgentServiceTests {
         let topic = "perimeter/v1/test/agents/phone-7/status"
         let observer = try await broker.connectedClient("observer")
         try await observer.subscribe(topic, qos: .atLeastOnce)
-        let online = try await nextMessages(observer, count: 1, timeout: .seconds(10))
+        let online = try await nextMessages(observer, count: 1, timeout: .seconds(60))
         let status = try JSONValue(parsing: online[0].payload)
         #expect(status["online"] == .bool(true))
         #expect(status["caps"] == ["gps", "ble-scan", "ranging"])
         #expect(status["mode"] == "scanner")
         running.cancel()
         try await running.value
-        let offline = try await nextMessages(observer, count: 1, timeout: .seconds(10))
+        let offline = try await nextMessages(observer, count: 1, timeout: .seconds(60))
         #expect((try JSONValue(parsing: offline[0].payload))["online"] == .bool(false))
         #expect(offline[0].topic == topic)
         await observer.disconnect()
@@ -195,7 +195,7 @@ struct AgentServiceTests {
             at(0, east: 0, acc: 5), at(1, east: 5, acc: 5), at(2, east: 30, acc: 50), at(3, east: 25, acc: 8),
             at(4, east: 30, acc: 5), at(5, east: 50, acc: 5),
         ])
-        let messages = try await nextMessages(observer, count: 3, timeout: .seconds(10))
+        let messages = try await nextMessages(observer, count: 3, timeout: .seconds(60))
         #expect(Self.times(messages) == [0, 3, 5].map { Timestamp.format(Self.t0.addingTimeInterval(Double($0))) })
         #expect(messages.allSatisfy { $0.topic == "perimeter/v1/test/obs/phone-7/gps" })
         #expect((try JSONValue(parsing: messages[0].payload))["subject"] == "visitor-42")
@@ -217,13 +217,13 @@ struct AgentServiceTests {
                 "agent", "--venue", venue, "--broker-port", "\(broker.port)", "--set", "agent.id=sim-1",
                 "--set", "agent.venue=museum", "--set", "agent.database=\(directory.path)/agent.sqlite",
             ])
-        try await agent.waitForLine(containing: "status online")
+        try await agent.waitForLine(containing: "status online", timeout: .seconds(60))
         agent.kill(SIGKILL)
         let observer = try await broker.connectedClient("observer")
         try await observer.subscribe("perimeter/v1/museum/agents/sim-1/status", qos: .atLeastOnce)
         // The will is published when the broker notices the dead connection (at once: the socket closed).
         var last: JSONValue?
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while last?["online"] != .bool(false) && ContinuousClock.now < deadline {
             if let message = try? await nextMessages(observer, count: 1, timeout: .seconds(2)).first {
                 last = try JSONValue(parsing: message.payload)
@@ -255,7 +255,7 @@ struct HCISourceTests {
         }
         let observer = try await broker.connectedClient("observer")
         try await observer.subscribe("perimeter/v1/test/agents/phone-7/status", qos: .atLeastOnce)
-        let retained = try await nextMessages(observer, count: 1, timeout: .seconds(5))
+        let retained = try await nextMessages(observer, count: 1, timeout: .seconds(60))
         #expect((try JSONValue(parsing: retained[0].payload))["online"] == .bool(false))
         await observer.disconnect()
         await broker.stop()

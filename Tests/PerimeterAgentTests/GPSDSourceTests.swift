@@ -28,14 +28,14 @@ struct GPSDSourceTests {
         // configure the receiver), -S our own port; the device is the feeder.
         let daemon = try ChildProcess(gpsd, ["-N", "-n", "-b", "-S", "\(port)", "tcp://127.0.0.1:\(feeder.port)"])
         let collected = Collected()
-        let source = GPSDSource(
-            host: "127.0.0.1", port: port, logger: Logger(label: "test", handler: DiscardingLogHandler()))
+        let log = InMemoryLogHandler()
+        let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
         var task: Task<Void, any Error>?
         do {
             try await waitUntil("gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
             task = Task { try await source.run { collected.add($0) } }
-            // The watcher is connected once gpsd has answered with VERSION; give it a moment.
-            try await Task.sleep(for: .milliseconds(500))
+            // Feed the capture once gpsd has acknowledged the watch (its WATCH report).
+            try await waitUntil("gpsd to acknowledge ?WATCH") { !log.records(containing: "streaming reports").isEmpty }
             feeder.start()
             try await waitUntil("\(expected.count) fixes from gpsd") { collected.readings.count >= expected.count }
             try await Task.sleep(for: .milliseconds(200))

@@ -3,6 +3,7 @@ import PerimeterAgent
 import PerimeterCore
 import PerimeterKit
 import PerimeterTestSupport
+import Synchronization
 import Testing
 
 @Suite("Replay source")
@@ -76,20 +77,32 @@ struct ReplaySourceTests {
         }
     }
 
-    @Test("speed paces the replay by the gaps between points")
-    func paced() async throws {
+    @Test("speed paces the replay by the gaps between points divided by the speed", arguments: [1.0, 10.0, 0.5])
+    func paced(_ speed: Double) async throws {
         let path = try Self.write(
             "paced.csv",
-            "2026-12-01T10:00:00Z,48.8606,2.3354,5\n2026-12-01T10:00:02Z,48.8607,2.3355,5\n2026-12-01T10:00:04Z,48.8608,2.3356,5\n"
-        )
+            "2026-12-01T10:00:00Z,48.8606,2.3354,5\n2026-12-01T10:00:02Z,48.8607,2.3355,5\n"
+                + "2026-12-01T10:00:02Z,48.8608,2.3356,5\n2026-12-01T10:00:05Z,48.8609,2.3357,5\n")
+        var source = try ReplaySource(path: path, speed: speed, logger: Self.logger)
+        let waits = Mutex<[Duration]>([])
+        source.sleep = { duration in waits.withLock { $0.append(duration) } }
+        let collected = Collected()
+        try await source.run { collected.add($0) }
+        #expect(collected.readings.count == 4)
+        // Gaps of 2 s, 0 s (no wait) and 3 s.
+        let expected: [Duration] = [.milliseconds(Int(2000 / speed)), .milliseconds(Int(3000 / speed))]
+        #expect(waits.withLock { $0 } == expected)
+    }
+
+    @Test("at ten times real time, a 4 s track takes at least 0.4 s")
+    func pacedWallClock() async throws {
+        let path = try Self.write(
+            "paced.csv", "2026-12-01T10:00:00Z,48.8606,2.3354,5\n2026-12-01T10:00:04Z,48.8608,2.3356,5\n")
         let clock = ContinuousClock()
         let started = clock.now
         let readings = try await Self.replay(path, speed: 10)
-        let elapsed = clock.now - started
-        #expect(readings.count == 3)
-        // 4 s of track at ten times: 0.4 s.
-        #expect(elapsed >= .milliseconds(380))
-        #expect(elapsed < .seconds(2))
+        #expect(readings.count == 2)
+        #expect(clock.now - started >= .milliseconds(390))
     }
 
     @Test("an unreadable file is an error naming it")

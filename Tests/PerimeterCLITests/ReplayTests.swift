@@ -216,7 +216,7 @@ struct UpTests {
         let child = try ChildProcess(
             Products.executable("perimeter"),
             ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "20", "--broker-port", "\(port)"])
-        try await waitFor("the broker on \(port)") { MosquittoBroker.accepts(port: port) }
+        try await waitFor("the broker on \(port)", timeout: .seconds(60)) { MosquittoBroker.accepts(port: port) }
         // Whatever up started as a child (the broker), to check it is gone afterwards.
         let children = childProcesses(of: child.subprocess.pid)
         #expect(!children.isEmpty)
@@ -224,7 +224,9 @@ struct UpTests {
             MQTTConfiguration(port: port, clientID: "demo-observer", backoff: .init(initial: .milliseconds(50))))
         try await observer.connect(timeout: .seconds(5))
         try await observer.subscribe("perimeter/v1/museum/#", qos: .atLeastOnce)
-        let kinds = try await withTimeout(.seconds(30), "enter, exit and ranging from the demo") {
+        // Generous: under the whole suite on two cores a test task can wait many seconds to run;
+        // the messages wait in the client's buffer meanwhile.
+        let kinds = try await withTimeout(.seconds(120), "enter, exit and ranging from the demo") {
             var kinds: Set<String> = []
             for await message in observer.messages {
                 kinds.insert(message.topic.split(separator: "/").dropFirst(3).first.map(String.init) ?? "")
@@ -233,7 +235,9 @@ struct UpTests {
             return kinds
         }
         await observer.disconnect()
-        let (termination, output) = try await withTimeout(.seconds(40), "perimeter up to stop") { await child.finish() }
+        let (termination, output) = try await withTimeout(.seconds(120), "perimeter up to stop") {
+            await child.finish()
+        }
         #expect(termination == .exited(0), "\(output)")
         #expect(kinds.isSuperset(of: ["enter", "exit", "ranging", "obs", "subjects", "diagnostics"]), "\(kinds)")
         #expect(output.contains("mosquitto_sub -h 127.0.0.1 -p \(port) -t 'perimeter/v1/museum/#' -v"))
@@ -305,5 +309,6 @@ func waitFor(_ what: String, timeout: Duration = .seconds(20), _ condition: () -
         if condition() { return }
         try await Task.sleep(for: .milliseconds(20))
     }
+    if condition() { return }
     throw TimeoutError(what: what, timeout: timeout)
 }

@@ -34,6 +34,7 @@ public struct GPSDSource: AgentSource {
                         switch try GPSDReport.interpret(line) {
                         case .fix(let reading): try await emit([.gps(agent: nil, reading)])
                         case .noFix, .noTime: noFix += 1
+                        case .other("WATCH"): logger.debug("gpsd is streaming reports")
                         case .other: break
                         }
                     } catch let error as GPSDReport.Error {

@@ -10,6 +10,8 @@ public struct ReplaySource: AgentSource {
     public let speed: Double
     public let logger: Logger
     public let progress: (@Sendable (Int, Int) -> Void)?
+    /// How the source waits between points (tests record the waits instead of timing them).
+    public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     public var name: String { "replay" }
 
     /// Reads the whole file up front, so that a bad file fails before anything is published.
@@ -46,7 +48,7 @@ public struct ReplaySource: AgentSource {
             case .success(let fix):
                 if let previous, speed > 0 {
                     let gap = fix.t.timeIntervalSince(previous) / speed
-                    if gap > 0 { try await Task.sleep(for: .milliseconds(Int(gap * 1000))) }
+                    if gap > 0 { try await sleep(.milliseconds(Int((gap * 1000).rounded()))) }
                 }
                 previous = fix.t
                 var reading = GPSReading(fix)
