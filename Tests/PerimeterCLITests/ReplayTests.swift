@@ -196,7 +196,7 @@ struct UpTests {
                 "up", "--raw", "--venue", CLIFixtures.venue("museum"), "--set", "venue.regions=\(CLIFixtures.museum)",
                 "--set", "log.level=info",
             ])
-        try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(20))
+        try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(60))
         child.subprocess.signal(SIGINT)
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
         #expect(termination == .exited(0), "\(output)")
@@ -216,7 +216,18 @@ struct UpTests {
         let child = try ChildProcess(
             Products.executable("perimeter"),
             ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "20", "--broker-port", "\(port)"])
-        try await waitFor("the broker on \(port)", timeout: .seconds(60)) { MosquittoBroker.accepts(port: port) }
+        // Read its output as it comes: a full pipe would block up's writes (and so up itself).
+        let drain = Task {
+            while !Task.isCancelled {
+                _ = child.output
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        defer { drain.cancel() }
+        try await waitFor("the broker on \(port)", timeout: .seconds(60)) {
+            MosquittoBroker.accepts(port: port) || !child.subprocess.isRunning
+        }
+        #expect(child.subprocess.isRunning, "up ended early: \(child.output)")
         // Whatever up started as a child (the broker), to check it is gone afterwards.
         let children = childProcesses(of: child.subprocess.pid)
         #expect(!children.isEmpty)

@@ -187,7 +187,13 @@ struct LiveView: Service {
             } else if let line = feed.line(topic: message.topic, payload: message.payload) {
                 output.write(line)
             }
-            output.flush()
+            do {
+                try output.flushChecked()
+            } catch {
+                // Whoever read the feed has gone (a closed pipe): stop everything cleanly.
+                logger.notice("standard output closed; stopping", metadata: ["error": "\(error)"])
+                break
+            }
             if Task.isCancelled { break }
         }
         await client.disconnect()

@@ -68,4 +68,12 @@ struct LineWriter {
         handle.write(Data(buffer))
         buffer.removeAll(keepingCapacity: true)
     }
+
+    /// Like ``flush()``, but a closed reader (`perimeter up | head`) is an error to handle
+    /// rather than a trap: a long-running command then stops what it started.
+    mutating func flushChecked() throws {
+        guard !buffer.isEmpty else { return }
+        defer { buffer.removeAll(keepingCapacity: true) }
+        try handle.write(contentsOf: buffer)
+    }
 }
