@@ -83,9 +83,9 @@ struct LiveFeed {
             var reasons = flags
             if held > 0 { reasons.append("\(held) event\(held == 1 ? "" : "s") held") }
             let summary = reasons.isEmpty ? "delivering" : reasons.joined(separator: ", ")
-            guard lastDiagnostics[subject] != summary else { return nil }
-            lastDiagnostics[subject] = summary
             let status = value["status"]?.stringValue ?? "?"
+            guard lastDiagnostics[subject] != "\(status): \(summary)" else { return nil }
+            lastDiagnostics[subject] = "\(status): \(summary)"
             return "\(clock(Date()))  \(pad(subject))  ⊘ privacy   \(status): \(summary)"
         case ("notifications", 3):
             let subject = levels[2]

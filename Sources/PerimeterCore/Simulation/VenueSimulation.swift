@@ -108,12 +108,13 @@ public struct VenueSimulation: Sendable {
     public func initialMessages() -> [Message] {
         var messages: [Message] = []
         for visitor in visitors {
+            // Authorization first: until it arrives the venue's default status applies.
             messages.append(.authorization(subject: visitor.subject, status: visitor.status, accuracy: "full"))
-            messages.append(
-                .preferences(subject: visitor.subject, locale: visitor.locale, defaultPlace: visitor.defaultPlace))
             if visitor.status == "whenInUse" || visitor.status == "provisionalAlways" {
                 messages.append(.usage(subject: visitor.subject, inUse: inUse(visitor, tick: 0)))
             }
+            messages.append(
+                .preferences(subject: visitor.subject, locale: visitor.locale, defaultPlace: visitor.defaultPlace))
         }
         return messages
     }
