@@ -9,7 +9,7 @@ import PerimeterKit
 ///   "broker": {"host": "127.0.0.1", "port": 1883, "username": "agent-gw-hall", "password": "…"},
 ///   "topics": {"prefix": "perimeter/v1"},
 ///   "agent": {"id": "gw-hall", "venue": "museum", "source": "gpsd", "database": "agent.sqlite",
-///             "distanceFilter": 5, "desiredAccuracy": 50, "batchSize": 50, "batchInterval": 0.5},
+///             "distanceFilter": 5, "desiredAccuracy": 50, "batchSize": 500, "batchInterval": 0.5},
 ///   "gpsd": {"host": "127.0.0.1", "port": 2947},
 ///   "replay": {"file": "walk.gpx", "speed": 10},
 ///   "simulator": {"venue": "config/museum/venue.json", "seed": 7, "visitors": 8},
@@ -78,7 +78,7 @@ public struct AgentConfiguration: Sendable {
         self.venue = venue
         self.source = source
         self.databasePath = databasePath
-        self.batchSize = 50
+        self.batchSize = 500
         self.batchInterval = 0
         self.caps = Self.defaultCaps(source)
         self.mode = source == .hci ? "gateway" : "scanner"
@@ -118,7 +118,7 @@ public struct AgentConfiguration: Sendable {
         configuration.distanceFilter = distance > 0 ? distance : nil
         let accuracy = reader.double("agent.desiredAccuracy", default: 0, range: 0...100_000)
         configuration.desiredAccuracy = accuracy > 0 ? accuracy : nil
-        configuration.batchSize = reader.int("agent.batchSize", default: 50, range: 1...10_000)
+        configuration.batchSize = reader.int("agent.batchSize", default: 500, range: 1...10_000)
         configuration.batchInterval = reader.double("agent.batchInterval", default: 0, range: 0...3600)
         configuration.mode = reader.string("agent.mode", default: configuration.mode)
         if configuration.mode != "scanner" && configuration.mode != "gateway" {
