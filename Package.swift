@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
         .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
         .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
+        .library(name: "PerimeterAgent", targets: ["PerimeterAgent"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -46,13 +47,17 @@ let package = Package(
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
         // The live dashboard: a consumer of the venue's topics serving one page and its event stream.
         .target(name: "PerimeterDashboard", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit"]),
+        // The edge agent: gpsd, replay, simulator and HCI sources, store-and-forward outbox.
+        .target(
+            name: "PerimeterAgent",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
-                "PerimeterNotifier", "PerimeterNet", "PerimeterDashboard",
+                "PerimeterNotifier", "PerimeterNet", "PerimeterDashboard", "PerimeterAgent",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -85,6 +90,10 @@ let package = Package(
         .testTarget(
             name: "PerimeterDashboardTests",
             dependencies: ["PerimeterDashboard", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"]),
+        .testTarget(
+            name: "PerimeterAgentTests",
+            dependencies: ["PerimeterAgent", "PerimeterStore", "PerimeterTestSupport"],
+            resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterAgent
 import PerimeterCore
 
 /// `perimeter render --regions FILE [--track FILE] [--events FILE] -o OUT.svg|OUT.png`.

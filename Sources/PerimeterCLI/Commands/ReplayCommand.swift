@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterAgent
 import PerimeterCore
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ struct ReplayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay", abstract: "Dry-run a recorded track through the geofence state machine.",
         discussion: """
-            TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header) or JSON lines of
+            TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header), raw NMEA (RMC/GGA/GSA) or JSON lines of
             obs/{agent}/gps observations. Prints, as JSON lines, each event the evaluator
             would publish for that subject, with its topic: enter, exit, dwell and state.
             Rejected fixes are reported on standard error with where they are. A progress bar
@@ -20,7 +21,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "GeoJSON FeatureCollection of regions.", valueName: "file")
     var regions: String
 
-    @Argument(help: "Track file (GPX, CSV or JSON lines); '-' for standard input.", valueName: "track")
+    @Argument(help: "Track file (GPX, CSV, NMEA or JSON lines); '-' for standard input.", valueName: "track")
     var track: String
 
     @Option(help: "Subject id for the track (default: the file's base name).", valueName: "id")
@@ -29,7 +30,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Venue name, used in topics and event ids.", valueName: "name")
     var venue: String = "replay"
 
-    @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl")
+    @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl|nmea")
     var format: TrackReader.Format?
 
     @Option(help: "Accuracy in metres for fixes that carry none.", valueName: "m")
