@@ -33,6 +33,16 @@ struct LiveFeedTests {
             #"{"t":"2026-12-01T10:00:06.000Z","beacons":[{"major":1,"minor":9,"proximity":"unknown","accuracy":-1},{"major":1,"minor":2,"proximity":"near","accuracy":1.84}]}"#,
             "11:00:06  visitor-1   ≈ ranging   gallery-1-beacons: nearest 1/2 near 1.8 m, 2 beacons"
         ),
+        (
+            "perimeter/v1/museum/notifications/app/visitor-1",
+            #"{"id":"x:arrival","rule":"arrival","t":"2026-12-01T10:00:00.000Z","title":"Bienvenue","body":"Bienvenue au musée !"}"#,
+            "11:00:00  visitor-1   ✉ app  Bienvenue — Bienvenue au musée !"
+        ),
+        (
+            "perimeter/v1/museum/notifications/staff/visitor-1",
+            #"{"id":"x:staff","rule":"staff","t":"2026-12-01T10:00:00.000Z","body":"visitor-1 entered Antiquities at 11:00"}"#,
+            "11:00:00  visitor-1   ✉ staff  visitor-1 entered Antiquities at 11:00"
+        ),
         ("perimeter/v1/museum/obs/phone-1/gps", #"{"t":1,"lat":1,"lon":1}"#, nil),
         ("perimeter/v1/museum/state/gallery-1/visitor-1", #"{"state":"inside","t":"2026-12-01T10:00:00Z"}"#, nil),
         ("perimeter/v1/other/enter/gallery-1/visitor-1", #"{"event":"enter"}"#, nil),

@@ -201,21 +201,22 @@ struct UpTests {
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
         #expect(termination == .exited(0), "\(output)")
         let stops = output.split(separator: "\n").filter { $0.contains("msg=stopped") }
-        // The live view, the simulator's agent, the evaluator, then the broker.
-        #expect(stops.count == 4)
-        #expect(stops.contains { $0.contains("service=evaluator") })
-        #expect(stops.contains { $0.contains("service=agent") })
+        // The dashboard, the notifier, the live view, the simulator's agent, the evaluator, then the broker.
+        #expect(stops.count == 6, "\(stops)")
+        for service in ["dashboard", "notifier", "live-view", "agent", "evaluator"] {
+            #expect(stops.contains { $0.contains("service=\(service)") }, "\(service)")
+        }
         #expect(stops.last?.contains("service=broker") == true, "the broker stops last")
     }
 
     @Test(
-        "up --duration 20 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit and ranging; the feed is readable; nothing is left running"
+        "up --duration 30 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit, ranging and notifications; the feed is readable; nothing is left running"
     )
     func upDemo() async throws {
         let port = try MosquittoBroker.freeLoopbackPort()
         let child = try ChildProcess(
             Products.executable("perimeter"),
-            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "20", "--broker-port", "\(port)"])
+            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "30", "--broker-port", "\(port)"])
         // Read its output as it comes: a full pipe would block up's writes (and so up itself).
         let drain = Task {
             while !Task.isCancelled {
@@ -237,11 +238,12 @@ struct UpTests {
         try await observer.subscribe("perimeter/v1/museum/#", qos: .atLeastOnce)
         // Generous: under the whole suite on two cores a test task can wait many seconds to run;
         // the messages wait in the client's buffer meanwhile.
-        let kinds = try await withTimeout(.seconds(120), "enter, exit and ranging from the demo") {
+        let wanted: Set<String> = ["enter", "exit", "ranging", "obs", "subjects", "diagnostics", "notifications"]
+        let kinds = try await withTimeout(.seconds(120), "enter, exit, ranging and notifications from the demo") {
             var kinds: Set<String> = []
             for await message in observer.messages {
                 kinds.insert(message.topic.split(separator: "/").dropFirst(3).first.map(String.init) ?? "")
-                if kinds.isSuperset(of: ["enter", "exit", "ranging", "obs", "subjects", "diagnostics"]) { break }
+                if kinds.isSuperset(of: wanted) { break }
             }
             return kinds
         }
@@ -250,11 +252,13 @@ struct UpTests {
             await child.finish()
         }
         #expect(termination == .exited(0), "\(output)")
-        #expect(kinds.isSuperset(of: ["enter", "exit", "ranging", "obs", "subjects", "diagnostics"]), "\(kinds)")
+        #expect(kinds.isSuperset(of: wanted), "\(kinds)")
         #expect(output.contains("mosquitto_sub -h 127.0.0.1 -p \(port) -t 'perimeter/v1/museum/#' -v"))
         #expect(output.contains("→ entered"))
         #expect(output.contains("≈ ranging"))
         #expect(output.contains("⊘ privacy   denied: authorizationDenied"))
+        #expect(output.contains("✉ app"), "a notification to a visitor's phone in the feed")
+        #expect(output.contains("perimeter up: dashboard at http://127.0.0.1:"))
         #expect(!MosquittoBroker.accepts(port: port))
         for pid in children { #expect(kill(pid, 0) != 0, "process \(pid) started by up is still running") }
     }

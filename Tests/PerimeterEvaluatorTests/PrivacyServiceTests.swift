@@ -193,7 +193,9 @@ struct PrivacyServiceTests {
         #expect(document["states"]?["hall"] == "inside")
         #expect(document["status"] == "always")
         #expect(document["diagnostics"]?["heldEvents"] == 0)
-        let erased = try await runProduct(["subjects", "erase", "gus", "--config", harness.configPath, "--timeout", "60"])
+        let erased = try await runProduct([
+            "subjects", "erase", "gus", "--config", harness.configPath, "--timeout", "60",
+        ])
         #expect(erased.status == .exited(0), "\(erased.stderr)")
         // A fresh look at the broker: nothing retained names gus.
         let checker = try await harness.broker.connectedClient("checker")

@@ -17,9 +17,12 @@ struct UpCommand: ParsableCommand {
             default config/museum; the journal in a temporary directory), publishes the
             venue's regions (retained) on perimeter/v1/{venue}/regions/{id}, runs the venue
             simulator (its visitors' phones publish GPS, BLE scans and their authorization,
-            usage and preference records), and prints a readable feed (enter, exit, dwell,
-            ranging summaries, places, held and withheld events, notifications) until Ctrl-C
-            or --duration; --raw prints every message as 'topic payload' lines instead.
+            usage and preference records), the notifier on DIR/rules.json (MQTT channels
+            'app' and 'staff': notifications/{channel}/{subject}) and the live dashboard
+            (--dashboard HOST:PORT, default a free loopback port; its URL is printed), and
+            prints a readable feed (enter, exit, dwell, ranging summaries, places, held and
+            withheld events, notifications) until Ctrl-C or --duration; --raw prints every
+            message as 'topic payload' lines instead.
             Settings come from --config FILE, PERIMETER_* variables and --set key=value, in
             rising precedence: broker.host, broker.port, venue.name, venue.regions,
             topics.prefix, log.level, log.format.
@@ -35,7 +38,7 @@ struct UpCommand: ParsableCommand {
     var duration: Double?
 
     @Option(
-        help: "Also serve the live dashboard on host:port (port 0: any free one) and print its URL.",
+        help: "Serve the live dashboard on host:port (default 127.0.0.1 and a free port); its URL is printed.",
         valueName: "host:port")
     var dashboard: String?
 
@@ -50,6 +53,9 @@ struct UpCommand: ParsableCommand {
 
     @Flag(help: "Do not run the venue simulator (publish observations yourself).")
     var noSimulator: Bool
+
+    @Flag(help: "Do not serve the live dashboard.")
+    var noDashboard: Bool
 
     struct Settings {
         var broker: BrokerSettings
@@ -162,8 +168,15 @@ struct UpCommand: ParsableCommand {
             LiveView(
                 broker: broker, topics: topics, regions: regions, raw: raw,
                 timeZone: TimeZone(identifier: venueFile.timeZone) ?? .gmt, logger: logger))
-        if let dashboard {
-            services.append(try dashboardService(dashboard, broker: broker, settings: settings, logger: logger))
+        if let notifier = try notifierService(
+            venueDirectory: URL(fileURLWithPath: venue), broker: broker, settings: settings, state: state,
+            logger: logger)
+        {
+            services.append(notifier)
+        }
+        if !noDashboard {
+            services.append(
+                try dashboardService(dashboard ?? "127.0.0.1:0", broker: broker, settings: settings, logger: logger))
         }
         if let duration { services.append(Timer(seconds: duration)) }
         try await ServiceGroup(services: services, logger: logger).run()

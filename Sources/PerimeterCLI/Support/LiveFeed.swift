@@ -92,7 +92,7 @@ struct LiveFeed {
             let text =
                 value["title"]?.stringValue.map { title in
                     value["body"]?.stringValue.map { "\(title) — \($0)" } ?? title
-                } ?? value["text"]?.stringValue ?? value.serialized()
+                } ?? value["body"]?.stringValue ?? value["text"]?.stringValue ?? value.serialized()
             return "\(clock(t))  \(pad(subject))  ✉ \(levels[1])  \(text)"
         default:
             return nil
