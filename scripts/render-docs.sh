@@ -1,6 +1,6 @@
 #!/bin/sh
-# Regenerates the pictures in docs/images/: every sample venue's map (config/venues/*.geojson
-# and config/*/regions.geojson) as SVG and PNG, the real GPX drive with its events, and the
+# Regenerates the pictures in docs/images/: every sample venue's map (config/*/ with its
+# regions.geojson and venue.json) as SVG and PNG, the real GPX drive with its events, and the
 # dashboard screenshot that the headless-Chromium test takes.
 set -eu
 cd "$(dirname "$0")/.."
@@ -10,14 +10,12 @@ perimeter=.build/debug/perimeter
 images=docs/images
 mkdir -p "$images"
 
-for file in config/venues/*.geojson config/*/regions.geojson; do
-    [ -f "$file" ] || continue
-    case "$file" in
-        */regions.geojson) name=$(basename "$(dirname "$file")") ;;
-        *) name=$(basename "$file" .geojson) ;;
-    esac
+for dir in config/*/; do
+    dir=${dir%/}
+    [ -f "$dir/regions.geojson" ] || continue
+    name=$(basename "$dir")
     for format in svg png; do
-        "$perimeter" render --regions "$file" --title "$name ($file)" -o "$images/$name.$format"
+        "$perimeter" render --venue "$dir" --title "$name ($dir: regions, beacons, gateways)" -o "$images/$name.$format"
     done
     echo "$images/$name.svg, $images/$name.png" >&2
 done

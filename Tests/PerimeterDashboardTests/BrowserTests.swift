@@ -130,6 +130,44 @@ struct BrowserTests {
         try? FileManager.default.removeItem(at: directory)
     }
 
+    @Test("perimeter up serves the dashboard: regions drawn, events arrive, occupancy changes in Chromium")
+    func upDashboard() async throws {
+        #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
+        let port = try MosquittoBroker.freeLoopbackPort()
+        let venue = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("config/museum").path
+        let up = try ChildProcess(
+            Products.executable("perimeter"),
+            ["up", "--venue", venue, "--no-simulator", "--broker-port", "\(port)", "--duration", "90"])
+        do {
+            let line = try await up.waitForLine(containing: "perimeter up: dashboard at http://", timeout: .seconds(60))
+            let url = try #require(line.split(separator: " ").last.map(String.init))
+            let dashboardPort = try #require(Int(url.split(separator: ":").last!.dropLast()))
+            try await waitForHealth(port: dashboardPort) { $0.hasPrefix("ok") }
+            let publisher = try MQTTClient(MQTTConfiguration(port: port, clientID: "browser-up-publisher"))
+            try await publisher.connect(timeout: .seconds(10))
+            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6#visitor-9"]) }
+            try await waitForHealth(port: dashboardPort) { $0.contains("1 page(s) streaming") }
+            try await publisher.publish(
+                "perimeter/v1/museum/obs/phone-9/gps",
+                #"{"subject":"visitor-9","t":"\#(Timestamp.format(Date()))","lat":48.8606,"lon":2.3354,"acc":3}"#,
+                qos: .atLeastOnce)
+            let dom = try await browser.value
+            await publisher.disconnect()
+            let regions = dom.components(separatedBy: "class=\"region ").count - 1
+            #expect(regions == 10, "the museum's ten regions drawn: \(regions)")
+            #expect(dom.contains("visitor-9 enter Gallery 1"), "the enter event arrived in the feed")
+            #expect(dom.contains("gallery-1 0 → 1"), "the occupancy changed while the page was open")
+            #expect(dom.contains("data-subject=\"visitor-9\""), "the visitor is drawn on the map")
+        } catch {
+            Issue.record("\(error); up said: \(up.output.suffix(3000))")
+        }
+        up.kill(SIGINT)
+        let end = await up.finish()
+        #expect(end.termination == .exited(0), "\(end.output.suffix(2000))")
+        #expect(!MosquittoBroker.accepts(port: port), "up's broker is gone")
+    }
+
     func waitForHealth(port: Int, _ condition: (String) -> Bool) async throws {
         let deadline = ContinuousClock.now + .seconds(20)
         var last = ""

@@ -74,10 +74,20 @@ struct RenderCommand: ParsableCommand {
 
     func run() async throws {
         let path = regionsPath
-        let loaded = try InputFiles.usableRegions(path, skipInvalid: skipInvalid)
+        var loaded = try InputFiles.usableRegions(path, skipInvalid: skipInvalid)
+        var venueGateways: [VenueMap.Marker] = []
+        // A venue directory's venue.json places its beacons and gateways on the map.
+        if let venue, FileManager.default.fileExists(atPath: venue + "/venue.json") {
+            let file = try SimulatorSource.loadVenue(venue + "/venue.json")
+            loaded = file.placingBeacons(in: loaded)
+            venueGateways = file.gateways.compactMap { gateway in
+                gateway.position.map { VenueMap.Marker(id: gateway.id, position: $0) }
+            }
+        }
         var map = VenueMap(
             title: title ?? URL(fileURLWithPath: venue ?? path).deletingPathExtension().lastPathComponent,
             regions: loaded)
+        map.gateways = venueGateways
         if let gateways { map.gateways = try Self.readGateways(gateways) }
         if let track {
             let fixes = try Self.readTrack(track, format: format, accuracy: accuracy, interval: interval)

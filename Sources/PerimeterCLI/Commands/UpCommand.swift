@@ -111,8 +111,10 @@ struct UpCommand: ParsableCommand {
         let (settings, reader) = try settings()
         let logger = settings.log.makeLogger(label: "up")
         logger.info("configuration", metadata: reader.effectiveMetadata)
-        let regions = try InputFiles.usableRegions(settings.regionsPath, skipInvalid: false)
         let venueFile = settings.venueFile
+        // Beacon regions carry their beacons' positions from the venue file, for the maps.
+        let regions = venueFile.placingBeacons(
+            in: try InputFiles.usableRegions(settings.regionsPath, skipInvalid: false))
 
         var services: [any Service] = []
         var broker = settings.broker
@@ -175,8 +177,12 @@ struct UpCommand: ParsableCommand {
             services.append(notifier)
         }
         if !noDashboard {
+            var placed = settings
+            placed.regionsPath = state.appendingPathComponent("regions.geojson").path
+            try RegionExporter.featureCollection(regions).serialized().write(
+                toFile: placed.regionsPath, atomically: true, encoding: .utf8)
             services.append(
-                try dashboardService(dashboard ?? "127.0.0.1:0", broker: broker, settings: settings, logger: logger))
+                try dashboardService(dashboard ?? "127.0.0.1:0", broker: broker, settings: placed, logger: logger))
         }
         if let duration { services.append(Timer(seconds: duration)) }
         try await ServiceGroup(services: services, logger: logger).run()

@@ -265,3 +265,27 @@ public struct SimulatorSettings: Sendable, Hashable {
         return settings
     }
 }
+
+extension VenueFile {
+    /// The regions with each beacon region's known beacons added as `properties.beacons`
+    /// (`[{id, lat, lon}]`, the beacons of this file its constraint matches), so that maps draw
+    /// beacon regions around their beacons. Regions that already list beacons are left alone.
+    public func placingBeacons(in regions: [Region]) -> [Region] {
+        regions.map { region in
+            guard case .beacon(let json) = region.shape, region.properties["beacons"] == nil,
+                case .success(let spec) = BeaconRegionSpec.parse(json)
+            else { return region }
+            let placed = beacons.filter { beacon in
+                BeaconIdentity(canonical: "ibeacon:\(beacon.uuid.lowercased()):\(beacon.major):\(beacon.minor)").map(
+                    spec.constraint.matches) ?? false
+            }
+            guard !placed.isEmpty else { return region }
+            var copy = region
+            copy.properties["beacons"] = .array(
+                placed.map {
+                    ["id": .string($0.id), "lat": .number($0.position.lat), "lon": .number($0.position.lon)]
+                })
+            return copy
+        }
+    }
+}

@@ -37,6 +37,23 @@ struct VenueSimulationTests {
         #expect((0..<60).map { other.messages(tick: $0) } != forward)
     }
 
+    @Test("beacon regions get their venue's matching beacons as positions for maps; other regions stay as they are")
+    func placingBeacons() throws {
+        let venue = try Self.venue()
+        let regions = RegionParser.parse(
+            text:
+                #"{"type":"FeatureCollection","features":[{"type":"Feature","id":"one","properties":{"beacon":{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E","major":1,"minor":2}},"geometry":null},{"type":"Feature","id":"all","properties":{"beacon":{"uuid":"F7826DA6-4FA2-4E98-8024-BC5B71E0893E"}},"geometry":null},{"type":"Feature","id":"none","properties":{"beacon":{"uuid":"2F234454-CF6D-4A0F-ADF2-F4911BA9FFA6"}},"geometry":null},{"type":"Feature","id":"c","properties":{"radius":5},"geometry":{"type":"Point","coordinates":[2.3,48.8]}}]}"#
+        ).regions
+        #expect(regions.count == 4)
+        let placed = Dictionary(uniqueKeysWithValues: venue.placingBeacons(in: regions).map { ($0.id, $0) })
+        let ids = { (id: String) in placed[id]?.properties["beacons"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        }
+        #expect(ids("one") == ["b"])
+        #expect(ids("all") == ["a", "b"])
+        #expect(ids("none") == nil)
+        #expect(ids("c") == nil)
+    }
+
     @Test("visitors walk at human speed: 1.2–1.4 m/s, never faster")
     func walkingSpeed() throws {
         let simulation = VenueSimulation(venue: try Self.venue(visitors: 10), start: Self.start)
