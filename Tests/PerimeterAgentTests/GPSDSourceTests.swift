@@ -52,4 +52,47 @@ struct GPSDSourceTests {
             #expect(reading == want)
         }
     }
+
+    @Test("the same captures replayed by Debian's gpsfake (gpsd-clients) give the same fixes")
+    func gpsfake() async throws {
+        guard let gpsfake = Subprocess.find("gpsfake") else {
+            Issue.record("gpsfake is not installed: apt-get install gpsd-clients (scripts/setup.sh installs it)")
+            return
+        }
+        for name in ["bu353s4.log", "haicom-305N.log"] {
+            let expected = try Fixtures.gpsdFixes(name)
+            let port = try MosquittoBroker.freeLoopbackPort()
+            // -1 once through, -n gpsd reads without waiting for a client, -c a pause between
+            // sentences so that our client is watching before the first fix; gpsd is found on
+            // PATH (/usr/sbin).
+            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+            let fake = try ChildProcess(
+                gpsfake, ["-1", "-n", "-q", "-c", "0.02", "-P", "\(port)", try Fixtures.path("nmea/\(name)")],
+                environment: ["PATH": path])
+            let collected = Collected()
+            let log = InMemoryLogHandler()
+            let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
+            var task: Task<Void, any Error>?
+            var daemons: [pid_t] = []
+            do {
+                try await waitUntil("gpsfake's gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
+                daemons = childProcesses(of: fake.subprocess.pid)
+                task = Task { try await source.run { collected.add($0) } }
+                try await waitUntil("\(expected.count) fixes through gpsfake") {
+                    collected.readings.count >= expected.count
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            } catch {
+                Issue.record("\(name): \(error); gpsfake said: \(fake.output)")
+            }
+            task?.cancel()
+            _ = try? await task?.value
+            // gpsfake stays up after its one pass and ignores SIGTERM and SIGINT: kill it and
+            // the gpsd it started.
+            for daemon in daemons { kill(daemon, SIGKILL) }
+            fake.kill(SIGKILL)
+            let got = collected.readings
+            #expect(got == expected, "\(name): \(got.count) fixes, expected \(expected.count)")
+        }
+    }
 }

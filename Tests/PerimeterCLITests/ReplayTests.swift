@@ -305,19 +305,6 @@ struct UpTests {
     }
 }
 
-/// The pids whose parent is `pid` (from /proc).
-func childProcesses(of pid: pid_t) -> [pid_t] {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    return entries.compactMap { entry -> pid_t? in
-        guard let child = pid_t(entry),
-            let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("PPid:") }),
-            pid_t(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) == pid
-        else { return nil }
-        return child
-    }
-}
-
 func waitFor(_ what: String, timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
