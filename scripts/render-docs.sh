@@ -20,6 +20,11 @@ for dir in config/*/; do
     echo "$images/$name.svg, $images/$name.png" >&2
 done
 
+for format in svg png; do
+    "$perimeter" render --regions config/venues/museum.geojson --title "museum (config/venues/museum.geojson)" \
+        -o "$images/museum-regions.$format"
+done
+
 fixtures=Tests/PerimeterCLITests/Fixtures
 for format in svg png; do
     "$perimeter" render --regions "$fixtures/render/visnjan-regions.geojson" \
