@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
         .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
+        .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
+        .library(name: "PerimeterAgent", targets: ["PerimeterAgent"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -43,13 +45,19 @@ let package = Package(
         .target(
             name: "PerimeterNotifier",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
+        // The live dashboard: a consumer of the venue's topics serving one page and its event stream.
+        .target(name: "PerimeterDashboard", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit"]),
+        // The edge agent: gpsd, replay, simulator and HCI sources, store-and-forward outbox.
+        .target(
+            name: "PerimeterAgent",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
 
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(
             name: "PerimeterCLI",
             dependencies: [
                 "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterEvaluator",
-                "PerimeterNotifier", "PerimeterNet",
+                "PerimeterNotifier", "PerimeterNet", "PerimeterDashboard", "PerimeterAgent",
             ]),
         .executableTarget(name: "perimeter", dependencies: ["PerimeterCLI"]),
 
@@ -83,6 +91,13 @@ let package = Package(
             name: "PerimeterBrokerTierTests",
             dependencies: ["PerimeterKit", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Peers")]),
+        .testTarget(
+            name: "PerimeterDashboardTests",
+            dependencies: ["PerimeterDashboard", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"]),
+        .testTarget(
+            name: "PerimeterAgentTests",
+            dependencies: ["PerimeterAgent", "PerimeterStore", "PerimeterTestSupport"],
+            resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterCLITests",
             dependencies: ["PerimeterCLI", "PerimeterTestSupport", "perimeter"],

@@ -6,8 +6,12 @@ set -eu
 # mosquitto is needed as a program, not as Debian's system service: tests and `perimeter up`
 # run private brokers on free loopback ports. SecureBrokerTests also run openssl (through
 # deploy/mosquitto/make-certs.sh) and mosquitto_passwd, which comes with mosquitto.
+# `perimeter render -o X.png` runs rsvg-convert (librsvg2-bin; labels need a font: DejaVu); the
+# dashboard's browser test runs headless chromium.
+# gpsd: the agent's gpsd source is tested against the real daemon fed real NMEA captures,
+# directly and through gpsfake (gpsd-clients; installed without recommends, as everything here).
 # nats-server: BrokerTierTests run a three-node NATS cluster with MQTT (deploy/nats/).
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd nats-server"
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -9,9 +9,8 @@ public struct Perimeter: ParsableCommand {
             against a broker you name.
             """,
         subcommands: [
-            VersionCommand.self, UpCommand.self, EvaluatorCommand.self, NotifierCommand.self, RegionsCommand.self,
-            LocateCommand.self,
-            ReplayCommand.self,
+            VersionCommand.self, UpCommand.self, EvaluatorCommand.self, NotifierCommand.self, AgentCommand.self,
+            RegionsCommand.self, LocateCommand.self, ReplayCommand.self, RenderCommand.self, DashboardCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 

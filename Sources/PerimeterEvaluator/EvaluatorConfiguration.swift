@@ -50,6 +50,14 @@ public struct EvaluatorConfiguration: Sendable {
     public var http: (host: String, port: Int)?
     /// `/healthz` reports unhealthy when processing lags arrival by more than this.
     public var healthMaxLag: Double = 30
+    /// `active` (the default) or `standby` (processes with publishing off, takes over when the
+    /// active's last will says it is gone): see ``LeasePolicy``.
+    public var role: LeasePolicy.Role = .active
+    /// How long to listen for retained leases and statuses before deciding how to start.
+    public var leaseWait: Double = 1
+    /// A standby keeps the outbox rows of this many last seconds unsent, to publish them at
+    /// takeover (overlap is harmless: event ids are deterministic); older ones are dropped.
+    public var standbyWindow: Double = 60
     public var log: LogSettings
 
     public init(
@@ -86,6 +94,9 @@ public struct EvaluatorConfiguration: Sendable {
         let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
         let http = reader.hostPort("evaluator.http")
         let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
+        let role = reader.choice("evaluator.role", default: LeasePolicy.Role.active)
+        let leaseWait = reader.double("evaluator.leaseWait", default: 1, range: 0...60)
+        let standbyWindow = reader.double("evaluator.standbyWindow", default: 60, range: 1...86_400)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
         if prefix.isEmpty || prefix.hasSuffix("/") || prefix.utf8.contains(where: { $0 == 0x2B || $0 == 0x23 }) {
@@ -107,6 +118,9 @@ public struct EvaluatorConfiguration: Sendable {
         }
         let ownTracks = adapter("adapters.ownTracks")
         let espresense = adapter("adapters.espresense")
+        // One file may configure the whole venue: the other services' sections are theirs.
+        for section in ["dashboard", "notifier", "channels"] { reader.claim(section) }
+        for name in names { reader.claim("venues.\(name).rules") }
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-evaluator-\(instance)" : broker.clientID
         var configuration = EvaluatorConfiguration(
@@ -117,6 +131,9 @@ public struct EvaluatorConfiguration: Sendable {
         configuration.snapshotEvery = snapshotEvery
         configuration.http = http
         configuration.healthMaxLag = healthMaxLag
+        configuration.role = role
+        configuration.leaseWait = leaseWait
+        configuration.standbyWindow = standbyWindow
         return configuration
     }
 

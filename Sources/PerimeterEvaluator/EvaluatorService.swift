@@ -203,8 +203,24 @@ final class EvaluatorRuntime {
 
     // MARK: - Running
 
+    /// Whether this evaluator publishes (active) or only processes (standby).
+    private var publishing = true
+
     func run() async throws {
         try journalRegionFiles(failOnProblems: true)
+        // Who serves the venues is settled before the main session subscribes anything.
+        let lease = try LeaseKeeper(configuration: configuration, logger: logger)
+        try await lease.start(wait: configuration.leaseWait)
+        defer { Task { [lease] in await lease.stop() } }
+        switch LeasePolicy.start(
+            role: configuration.role, me: configuration.instance, venues: Array(venueIDs), view: lease.view)
+        {
+        case .refuse(let reason):
+            await lease.stop()
+            throw EvaluatorError(reason)
+        case .active: publishing = true
+        case .standby: publishing = false
+        }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
         let journal = ArrivalJournal(logger: logger) {
             try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
@@ -228,15 +244,15 @@ final class EvaluatorRuntime {
         defer { patience.cancel() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
-        try await client.publish(
-            statusTopic, #"{"online":true,"instance":"\#(configuration.instance)"}"#, qos: .atLeastOnce, retain: true)
+        try await publishStatus(client)
+        if publishing { try await lease.claim(Array(venueIDs), takenOver: false) }
         logger.info(
             "evaluator running",
             metadata: [
                 "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string(mqtt.endpoint),
-                "database": .string(configuration.databasePath),
+                "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
-        try await publishUnsent(client)
+        if publishing { try await publishUnsent(client) }
 
         let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(64))
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -258,13 +274,19 @@ final class EvaluatorRuntime {
             group.addTask {
                 for await _ in Signals.hangups() { wake.yield(.reload) }
             }
+            group.addTask {
+                for await _ in lease.changed { wake.yield(.lease) }
+            }
             wake.yield(.message)
             for await reason in wakes {
                 if Task.isCancelled { break }
                 switch reason {
                 case .message: break
                 case .tick: try journalTicks()
-                case .stats: await publishStats(client, journal: journal)
+                case .stats:
+                    await publishStats(client, journal: journal)
+                    if !publishing { try store.dropUnsent(before: Date() - configuration.standbyWindow) }
+                case .lease: try await followLease(lease, client)
                 case .reload:
                     logger.notice("SIGHUP: re-reading regions files")
                     try journalRegionFiles(failOnProblems: false)
@@ -282,7 +304,41 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case message, tick, stats, reload }
+    enum Wake { case message, tick, stats, reload, lease }
+
+    private func publishStatus(_ client: MQTTClient) async throws {
+        let status: JSONValue = [
+            "online": true, "instance": .string(configuration.instance),
+            "role": .string(publishing ? "active" : "standby"),
+            "venues": .array(venueIDs.sorted().map(JSONValue.string)),
+        ]
+        try await client.publish(statusTopic, status.serialized(), qos: .atLeastOnce, retain: true)
+    }
+
+    /// Takes the venues over when their holder is gone (a standby), or steps down when a live
+    /// standby took them over (an active that was cut off): ``LeasePolicy``.
+    private func followLease(_ lease: LeaseKeeper, _ client: MQTTClient) async throws {
+        let view = lease.view
+        let venues = Array(venueIDs)
+        if !publishing && LeasePolicy.shouldTakeOver(me: configuration.instance, venues: venues, view: view) {
+            let holders = venues.compactMap { view.leases[$0]?.instance }.filter { $0 != configuration.instance }
+            try await lease.claim(venues, takenOver: true)
+            publishing = true
+            try await publishStatus(client)
+            metrics.add("perimeter_takeovers_total")
+            logger.notice(
+                "standby takes over: publishing now",
+                metadata: [
+                    "from": .string(Set(holders).sorted().joined(separator: ",")),
+                    "unsent": "\((try? store.unsentCount()) ?? 0)",
+                ])
+            try await publishUnsent(client)
+        } else if publishing && LeasePolicy.shouldStepDown(me: configuration.instance, venues: venues, view: view) {
+            publishing = false
+            try await publishStatus(client)
+            logger.warning("another evaluator took the venues over: stepping down to standby")
+        }
+    }
 
     private var statusTopic: String {
         "\(configuration.prefix)/_sys/evaluator/\(Topics.level(configuration.instance))/status"
@@ -376,7 +432,9 @@ final class EvaluatorRuntime {
             }
             cursor = rows.last!.seq
             sinceSnapshot += rows.count
-            try await publish(toPublish, ephemeral: ephemeral, client)
+            // A standby keeps its outbox for a takeover (dropped after standbyWindow); ranging
+            // and other ephemeral messages are the active's to send.
+            if publishing { try await publish(toPublish, ephemeral: ephemeral, client) }
             // After an erasure the old snapshot still holds the subject: replace it now.
             if sinceSnapshot >= configuration.snapshotEvery || snapshotSoon {
                 snapshotSoon = false
@@ -444,6 +502,7 @@ final class EvaluatorRuntime {
             "perimeter_publish_refused_total", .counter,
             help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
+        metrics.declare("perimeter_takeovers_total", .counter, help: "Times this standby took its venues over.")
         metrics.declare("perimeter_queue_depth", .gauge, help: "Journalled messages not yet processed.")
         metrics.declare(
             "perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")

@@ -73,6 +73,9 @@ public final class EvaluatorStore {
                     data BLOB NOT NULL,
                     t REAL NOT NULL);
                 """),
+        Migration(
+            3, "outbox rows say when they were committed (a standby drops what the active published)",
+            sql: "ALTER TABLE outbox ADD COLUMN created REAL NOT NULL DEFAULT 0;"),
     ]
 
     public init(path: String) throws {
@@ -118,11 +121,15 @@ public final class EvaluatorStore {
     {
         try database.transaction {
             var rows: [OutboxRow] = []
+            let now = Date().timeIntervalSince1970
             for message in messages {
                 _ = try database.run(
-                    "INSERT INTO outbox(inbox_seq, topic, payload, qos, retain, expiry, event_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    """
+                    INSERT INTO outbox(inbox_seq, topic, payload, qos, retain, expiry, event_id, created)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
                     seq, message.topic, message.payload, message.qos, message.retain, message.expiry.map { Int($0) },
-                    message.eventID)
+                    message.eventID, now)
                 rows.append(OutboxRow(number: database.lastInsertRowID, message: message))
             }
             if let venue {
@@ -207,6 +214,13 @@ public final class EvaluatorStore {
         try database.transaction {
             for number in numbers { _ = try database.run("UPDATE outbox SET sent = 2 WHERE number = ?", number) }
         }
+    }
+
+    /// A standby's pruning: unsent rows committed before `date` are dropped (the active
+    /// published them). Returns how many.
+    @discardableResult
+    public func dropUnsent(before date: Date) throws -> Int {
+        try database.run("DELETE FROM outbox WHERE sent = 0 AND created < ?", date.timeIntervalSince1970)
     }
 
     public func unsentCount() throws -> Int {

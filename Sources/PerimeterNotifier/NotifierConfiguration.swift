@@ -62,6 +62,8 @@ public struct NotifierConfiguration: Sendable {
     public var channels: [String: Channel]
     public var delivery: Delivery
     public var sessionExpiry: Int = 86_400
+    /// Larger inbound payloads are dead-lettered unread (`tooLarge`).
+    public var maxPayloadBytes: Int = 65_536
     public var http: (host: String, port: Int)?
     public var log: LogSettings
 
@@ -92,6 +94,7 @@ public struct NotifierConfiguration: Sendable {
         delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
         let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let http = reader.hostPort("notifier.http")
+        let maxPayload = reader.int("notifier.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
         let log = LogSettings.read(from: reader)
         if delivery.maxBackoff < delivery.initialBackoff {
             reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
@@ -110,6 +113,15 @@ public struct NotifierConfiguration: Sendable {
             if let channel = readChannel(name, reader) { channels[name] = channel }
         }
         if channels.isEmpty { reader.reject("channels", "configure at least one channel (mqtt, webhook or mail)") }
+        // One file may configure the whole venue: the other services' settings are theirs.
+        for section in ["evaluator", "adapters", "dashboard"] { reader.claim(section) }
+        for venue in venues {
+            for key in [
+                "privacy", "gateways", "pathLossExponent", "staleAfter", "beaconExitTimeout", "requireAccuracy",
+            ] {
+                reader.claim("venues.\(venue.id).\(key)")
+            }
+        }
         try reader.finish()
         broker.clientID = broker.clientID.isEmpty ? "perimeter-notifier-\(instance)" : broker.clientID
         var configuration = NotifierConfiguration(
@@ -117,6 +129,7 @@ public struct NotifierConfiguration: Sendable {
             channels: channels, delivery: delivery, log: log)
         configuration.sessionExpiry = sessionExpiry
         configuration.http = http
+        configuration.maxPayloadBytes = maxPayload
         return configuration
     }
 

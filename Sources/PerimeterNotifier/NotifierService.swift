@@ -209,15 +209,17 @@ final class NotifierRuntime {
         await client.disconnect()
     }
 
-    /// Processes every journalled message, oldest first, one transaction each.
+    /// Processes every journalled message, oldest first, one transaction per batch.
     private func drain(_ client: MQTTClient) async throws {
         while true {
             let rows = try store.inbox(limit: 256)
             if rows.isEmpty { return }
             var deadletters: [(String, JSONValue)] = []
             var enqueued = 0
-            for row in rows {
-                try store.database.transaction {
+            // One transaction for the batch: bad input is caught per row (dead-lettered), so
+            // only a storage failure rolls the batch back, to be processed again.
+            try store.database.transaction {
+                for row in rows {
                     do {
                         enqueued += try handle(row)
                     } catch let error as InboundError {
@@ -257,6 +259,12 @@ final class NotifierRuntime {
     /// - Throws: ``InboundError`` or ``RuleError`` for bad input (dead-lettered, not retried).
     private func handle(_ row: NotifierStore.InboxRow) throws -> Int {
         guard let venue = venueOf(row.topic), venues[venue] != nil else { return 0 }
+        if row.payload.count > configuration.maxPayloadBytes {
+            throw InboundError(
+                code: "tooLarge",
+                "payload of \(row.payload.count) bytes exceeds notifier.maxPayloadBytes (\(configuration.maxPayloadBytes))"
+            )
+        }
         let levels = row.topic.dropFirst(configuration.prefix.count + venue.count + 2).split(
             separator: "/", omittingEmptySubsequences: false
         ).map { Topics.decodeLevel(String($0)) }

@@ -5,9 +5,9 @@ import PerimeterStore
 /// The notifier's SQLite file: the inbox journal (messages as they arrived), rules from
 /// topics, subjects' locales, region names, what each rule did per subject, and the outbox.
 ///
-/// Processing one inbox row — its outbox rows, its rule-state changes, the row's removal —
-/// commits in one transaction, so after `kill -9` a message is either wholly processed or
-/// processed again from the start. The outbox holds at most one row per (event, rule,
+/// Processing inbox rows — their outbox rows, rule-state changes and the rows' removal —
+/// commits in one transaction per batch, so after `kill -9` a message is either wholly
+/// processed or processed again from the start. The outbox holds at most one row per (event, rule,
 /// channel): an event that arrives twice fires nothing twice.
 public final class NotifierStore {
     public let database: Database

@@ -150,3 +150,16 @@ public func httpGet(port: Int, path: String) throws -> (status: Int, body: Strin
     let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
     return (status, body)
 }
+
+/// The pids whose parent is `pid` (from /proc).
+public func childProcesses(of pid: pid_t) -> [pid_t] {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.compactMap { entry -> pid_t? in
+        guard let child = pid_t(entry),
+            let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("PPid:") }),
+            pid_t(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) == pid
+        else { return nil }
+        return child
+    }
+}

@@ -31,4 +31,10 @@ enum CLIFixtures {
             .deletingLastPathComponent()
             .appendingPathComponent("config/venues/museum.geojson").path
     }
+
+    /// A sample venue directory of the repository (`config/museum`, `config/campus`).
+    static func venue(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("config/\(name)").path
+    }
 }

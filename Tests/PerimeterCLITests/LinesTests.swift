@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterCore
 import Testing
 
 @testable import PerimeterCLI

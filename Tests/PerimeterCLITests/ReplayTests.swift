@@ -1,6 +1,7 @@
 import Foundation
 import PerimeterCore
 import PerimeterKit
+import PerimeterMQTT
 import PerimeterTestSupport
 import Testing
 
@@ -125,6 +126,31 @@ struct ReplayTests {
         #expect(transitions[0].t < transitions[1].t)
     }
 
+    @Test(
+        "raw NMEA (a real receiver's sentences; one with a bad checksum): fixes from RMC+GGA cycles, the bad line named"
+    )
+    func nmea() async throws {
+        // GlobalSat BU-353-S4, Hamilton NZ (gpsd 3.22's test log bu353s4.log, BSD-2-Clause); the
+        // third RMC's checksum changed from 71 to 72.
+        let nmea = """
+            $GPGGA,030719.000,3747.0873,S,17518.8938,E,1,08,1.1,59.9,M,23.7,M,,0000*7D
+            $GPGSA,A,3,17,28,06,01,30,20,26,13,,,,,1.8,1.1,1.5*33
+            $GPRMC,030719.000,A,3747.0873,S,17518.8938,E,0.69,181.39,311214,,,A*7D
+            $GPGGA,030720.000,3747.0875,S,17518.8938,E,1,08,1.1,59.8,M,23.7,M,,0000*70
+            $GPRMC,030720.000,A,3747.0875,S,17518.8938,E,1.15,181.39,311214,,,A*7B
+            $GPGGA,030721.000,3747.0876,S,17518.8934,E,1,08,1.1,60.1,M,23.7,M,,0000*7D
+            $GPRMC,030721.000,A,3747.0876,S,17518.8934,E,0.89,181.39,311214,,,A*72
+            """
+        let regions = try circleRegions([
+            (id: "yard", center: TrackPoint(lat: -37.78479, lon: 175.31489, t: Date()), radius: 50)
+        ])
+        let result = try await perimeter(["replay", "--regions", regions, try temporaryFile("walk.nmea", nmea)])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stderr.contains("walk.nmea:7: skipped: checksum mismatch: sentence says 72, content gives 71"))
+        #expect(result.stdout.contains(#""event":"enter""#))
+        #expect(result.stdout.contains(#""t":"2014-12-31T03:07:19.000Z""#))
+    }
+
     @Test("bad records are reported with their place and skipped")
     func badRecords() async throws {
         let regions = try circleRegions([(id: "c", center: TrackPoint(lat: 45, lon: 13, t: Date()), radius: 100)])
@@ -151,7 +177,10 @@ struct UpTests {
     @Test("up: a private broker, the venue's regions retained, the live tree printed; stops after --duration")
     func upWithDuration() async throws {
         let result = try await perimeter(
-            ["up", "--duration", "2", "--set", "venue.regions=\(CLIFixtures.museum)"], timeout: .seconds(30))
+            [
+                "up", "--duration", "2", "--raw", "--venue", CLIFixtures.venue("museum"), "--set",
+                "venue.regions=\(CLIFixtures.museum)",
+            ], timeout: .seconds(30))
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stderr.contains("mosquitto_sub -h 127.0.0.1 -p "))
         for region in ["museum", "gallery-1", "gallery-2", "garden", "cafe", "entrance", "gallery-1-beacons"] {
@@ -163,16 +192,88 @@ struct UpTests {
     func upInterrupted() async throws {
         let child = try ChildProcess(
             Products.executable("perimeter"),
-            ["up", "--set", "venue.regions=\(CLIFixtures.museum)", "--set", "log.level=info"])
-        try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(20))
+            [
+                "up", "--raw", "--venue", CLIFixtures.venue("museum"), "--set", "venue.regions=\(CLIFixtures.museum)",
+                "--set", "log.level=info",
+            ])
+        try await child.waitForLine(containing: "regions/cafe", timeout: .seconds(60))
         child.subprocess.signal(SIGINT)
         let (termination, output) = try await withTimeout(.seconds(20), "perimeter up to stop") { await child.finish() }
         #expect(termination == .exited(0), "\(output)")
         let stops = output.split(separator: "\n").filter { $0.contains("msg=stopped") }
-        // The live view, the evaluator, then the broker.
-        #expect(stops.count == 3)
-        #expect(stops.contains { $0.contains("service=evaluator") })
+        // The dashboard, the notifier, the live view, the simulator's agent, the evaluator, then the broker.
+        #expect(stops.count == 6, "\(stops)")
+        for service in ["dashboard", "notifier", "live-view", "agent", "evaluator"] {
+            #expect(stops.contains { $0.contains("service=\(service)") }, "\(service)")
+        }
         #expect(stops.last?.contains("service=broker") == true, "the broker stops last")
+    }
+
+    @Test(
+        "up --duration 30 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit, ranging and notifications; the feed is readable; nothing is left running"
+    )
+    func upDemo() async throws {
+        let port = try MosquittoBroker.freeLoopbackPort()
+        let child = try ChildProcess(
+            Products.executable("perimeter"),
+            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "30", "--broker-port", "\(port)"])
+        // Read its output as it comes: a full pipe would block up's writes (and so up itself).
+        let drain = Task {
+            while !Task.isCancelled {
+                _ = child.output
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        defer { drain.cancel() }
+        try await waitFor("the broker on \(port)", timeout: .seconds(60)) {
+            MosquittoBroker.accepts(port: port) || !child.subprocess.isRunning
+        }
+        #expect(child.subprocess.isRunning, "up ended early: \(child.output)")
+        // Whatever up started as a child (the broker), to check it is gone afterwards.
+        let children = childProcesses(of: child.subprocess.pid)
+        #expect(!children.isEmpty)
+        let observer = try MQTTClient(
+            MQTTConfiguration(port: port, clientID: "demo-observer", backoff: .init(initial: .milliseconds(50))))
+        try await observer.connect(timeout: .seconds(5))
+        try await observer.subscribe("perimeter/v1/museum/#", qos: .atLeastOnce)
+        // Generous: under the whole suite on two cores a test task can wait many seconds to run;
+        // the messages wait in the client's buffer meanwhile.
+        let wanted: Set<String> = ["enter", "exit", "ranging", "obs", "subjects", "diagnostics", "notifications"]
+        let kinds = try await withTimeout(.seconds(120), "enter, exit, ranging and notifications from the demo") {
+            var kinds: Set<String> = []
+            for await message in observer.messages {
+                kinds.insert(message.topic.split(separator: "/").dropFirst(3).first.map(String.init) ?? "")
+                if kinds.isSuperset(of: wanted) { break }
+            }
+            return kinds
+        }
+        await observer.disconnect()
+        let (termination, output) = try await withTimeout(.seconds(120), "perimeter up to stop") {
+            await child.finish()
+        }
+        #expect(termination == .exited(0), "\(output)")
+        #expect(kinds.isSuperset(of: wanted), "\(kinds)")
+        #expect(output.contains("mosquitto_sub -h 127.0.0.1 -p \(port) -t 'perimeter/v1/museum/#' -v"))
+        #expect(output.contains("→ entered"))
+        #expect(output.contains("≈ ranging"))
+        #expect(output.contains("⊘ privacy   denied: authorizationDenied"))
+        #expect(output.contains("✉ app"), "a notification to a visitor's phone in the feed")
+        #expect(output.contains("perimeter up: dashboard at http://127.0.0.1:"))
+        #expect(!MosquittoBroker.accepts(port: port))
+        for pid in children { #expect(kill(pid, 0) != 0, "process \(pid) started by up is still running") }
+    }
+
+    @Test("agent: a source without what it needs is named, exit 1, nothing started")
+    func agentBadConfig() async throws {
+        let replay = try await perimeter(["agent", "--source", "replay"])
+        #expect(replay.status == .exited(1))
+        #expect(replay.stderr.contains("replay.file: the replay source needs a track file"), "\(replay.stderr)")
+        let source = try await perimeter(["agent", "--source", "radio"])
+        #expect(source.status == .exited(1))
+        #expect(source.stderr.contains("agent.source"), "\(source.stderr)")
+        let venue = try await perimeter(["agent", "--venue", "/nonexistent/venue.json"])
+        #expect(venue.status == .exited(1))
+        #expect(venue.stderr.contains("venue file /nonexistent/venue.json: cannot read"), "\(venue.stderr)")
     }
 
     @Test("up: a bad setting names the key, exits 1 before starting anything")
@@ -202,4 +303,14 @@ struct UpTests {
         #expect(result.stdout.contains("ranging reports"))
         #expect(result.stdout.contains("decoder alone: Perimeter "))
     }
+}
+
+func waitFor(_ what: String, timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    if condition() { return }
+    throw TimeoutError(what: what, timeout: timeout)
 }

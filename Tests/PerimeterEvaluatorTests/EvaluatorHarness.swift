@@ -38,7 +38,7 @@ final class EvaluatorHarness: Sendable {
         if venueSettings["privacy"] == nil { venueSettings["privacy"] = ["open": true] }
         var evaluator: JSONObject = [
             "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
-            "statsInterval": 1,
+            "statsInterval": 1, "leaseWait": 0.3,
         ]
         evaluator["instance"] = "t1"
         for (key, value) in extra { evaluator[key] = value }

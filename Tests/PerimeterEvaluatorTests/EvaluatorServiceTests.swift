@@ -48,7 +48,6 @@ struct EvaluatorServiceTests {
     func gpxTrack() async throws {
         let (regions, points) = try Self.trackVenue()
         let harness = try await EvaluatorHarness(regions: regions)
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         for point in points {
             try await harness.publish(harness.topics.gps(agent: "car"), Self.fix(point))
@@ -73,6 +72,7 @@ struct EvaluatorServiceTests {
         #expect(state?["state"] == "outside")
         let occupancy = harness.messages("occupancy").filter { $0.topic.hasSuffix("/bend") }.compactMap(\.json)
         #expect(occupancy.map { $0["count"]?.intValue } == [1, 0])
+        await harness.stop()
     }
 
     @Test("BLE scanner mode: enter with refinement, ranging nearest first; gateway mode: tags located and placed")
@@ -87,7 +87,6 @@ struct EvaluatorServiceTests {
             ["id": "gw-b", "lat": 45.0, "lon": 13.0002, "floor": 0, "zone": "corridor"],
         ]
         let harness = try await EvaluatorHarness(regions: regions, venue: ["gateways": gateways])
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let now = Date().timeIntervalSince1970
         let scan: JSONValue = [
@@ -134,12 +133,12 @@ struct EvaluatorServiceTests {
         #expect(deskEnter?["source"] == "ble-gateway")
         let place = harness.messages("place").last { $0.topic.hasSuffix(tagSubject) }?.json
         #expect(place?["place"] == "office")
+        await harness.stop()
     }
 
     @Test("OwnTracks and ESPresense payloads end to end")
     func adapters() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]), adapters: true)
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let tst = Int(Date().timeIntervalSince1970)
         let waypoint: JSONValue = [
@@ -175,12 +174,12 @@ struct EvaluatorServiceTests {
         }
         let place = harness.messages("place").last?.json
         #expect(place?["place"] == "kitchen")
+        await harness.stop()
     }
 
     @Test("live region changes: a new region is monitored, a removed one is unmonitored, never exited")
     func liveRegions() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]))
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let t = Date().timeIntervalSince1970
         try await harness.publish(
@@ -208,6 +207,7 @@ struct EvaluatorServiceTests {
         #expect(harness.messages("exit").count == 1)
         let occupancy = harness.messages("occupancy").last { $0.topic.hasSuffix("/kiosk") }?.json
         #expect(occupancy?["count"] == 0)
+        await harness.stop()
     }
 
     @Test("an agent's last will: its subject goes unknown after staleAfter, with no exit")
@@ -215,7 +215,6 @@ struct EvaluatorServiceTests {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
             venue: ["staleAfter": 2])
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let will = try ChildProcess(
             Products.executable("perimeter-testpeer"),
@@ -238,6 +237,7 @@ struct EvaluatorServiceTests {
         let reason = harness.messages("state").last { $0.topic.hasSuffix("/hall/phone-9") }?.json?["reason"]?
             .stringValue
         #expect(reason == "agentOffline")
+        await harness.stop()
     }
 
     @Test(
@@ -247,7 +247,6 @@ struct EvaluatorServiceTests {
         let (regions, points) = try Self.trackVenue()
         let harness = try await EvaluatorHarness(
             regions: regions, evaluator: snapshotEvery.map { ["snapshotEvery": .number(Double($0))] } ?? [:])
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let expected = Self.expectedTransitions(regions: regions, points: points, subject: "car")
         for (index, point) in points.enumerated() {
@@ -277,13 +276,13 @@ struct EvaluatorServiceTests {
         var order: [String] = []
         for id in seen.compactMap({ $0["id"]?.stringValue }) where !order.contains(id) { order.append(id) }
         #expect(order == expected.map(\.id))
+        await harness.stop()
     }
 
     @Test("1,000 hostile messages: each on the deadletter topic with a reason; later answers still right")
     func hostileMessages() async throws {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         var random = SplitMix64(seed: 7)
         let templates: [String] = [
@@ -325,6 +324,7 @@ struct EvaluatorServiceTests {
             messages.contains { $0.topic.hasSuffix("/stats") && ($0.json?["rejects"]?.objectValue?.count ?? 0) > 0 }
         }
         #expect(stats.last { $0.topic.hasSuffix("/stats") }?.json?["instance"] == "t1")
+        await harness.stop()
     }
 }
 
@@ -335,7 +335,6 @@ struct EvaluatorHealthTests {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
             evaluator: ["http": "127.0.0.1:0"])
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
@@ -375,6 +374,7 @@ struct EvaluatorHealthTests {
             again = try httpGet(port: port, path: "/healthz")
         }
         #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
+        await harness.stop()
     }
 }
 
@@ -384,7 +384,6 @@ struct DoctorTests {
     func healthy() async throws {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
-        defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         let publisher = Task {
             for _ in 0..<10 {
@@ -406,12 +405,12 @@ struct DoctorTests {
         ] {
             #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
         }
+        await harness.stop()
     }
 
     @Test("a broken deployment: an expired certificate and an unreachable broker, each with what to fix; exit 1")
     func broken() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]))
-        defer { Task { await harness.stop() } }
         let expired = try makeExpiredCertificate(in: harness.directory)
         await harness.broker.stop()
         let result = try await runProduct([
@@ -422,6 +421,7 @@ struct DoctorTests {
         #expect(lines.contains { $0.hasPrefix("FAIL TLS CA") && $0.contains("expired on 2020-02-01") }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix("FAIL broker 127.0.0.1:") && $0.contains("check broker.host/port") })
         #expect(lines.contains { $0.hasPrefix("ok   database") })
+        await harness.stop()
     }
 
     /// A self-signed certificate valid only in January 2020 (openssl ca with explicit dates).

@@ -59,7 +59,6 @@ struct PrivacyServiceTests {
     )
     func provisionalAlways() async throws {
         let harness = try await Self.start()
-        defer { Task { await harness.stop() } }
         try await Self.authorize(harness, "ann", ["status": "provisionalAlways"])
         try await Self.use(harness, "ann", true)
         try await Self.at(harness, "ann", lat: 48.86)
@@ -98,12 +97,12 @@ struct PrivacyServiceTests {
         try await Task.sleep(for: .milliseconds(300))
         #expect(Self.events(harness, "bob").isEmpty)
         #expect(Self.diagnostics(harness, "bob")?["insufficientlyInUse"] == true)
+        await harness.stop()
     }
 
     @Test("the in-use grace window; allow once reverting; undetermined subjects dropped at ingest")
     func inUseAndAllowOnce() async throws {
         let harness = try await Self.start()
-        defer { Task { await harness.stop() } }
         try await Self.authorize(harness, "dana", ["status": "whenInUse"])
         try await Self.use(harness, "dana", true)
         try await Self.use(harness, "dana", false)
@@ -140,12 +139,12 @@ struct PrivacyServiceTests {
             }
         }
         #expect(Set(Self.events(harness, "carl")) == ["enter hall", "enter city"])
+        await harness.stop()
     }
 
     @Test("reduced accuracy: fixes snapped, small regions give accuracyLimited; sessions layer")
     func reducedAccuracyAndSessions() async throws {
         let harness = try await Self.start(sessions: [])
-        defer { Task { await harness.stop() } }
         let root = "perimeter/v1/test/sessions"
         try await harness.publish("\(root)/guide/basic", ["subjects": "*", "level": "whenInUse"], retain: true)
         try await harness.publish(
@@ -177,24 +176,26 @@ struct PrivacyServiceTests {
         try await harness.waitFor("no session left") { _ in
             Self.diagnostics(harness, "fay")?["serviceSessionRequired"] == true
         }
+        await harness.stop()
     }
 
     @Test("perimeter subjects show and erase: erase leaves no retained topic behind")
     func erase() async throws {
         let harness = try await Self.start()
-        defer { Task { await harness.stop() } }
         try await Self.authorize(harness, "gus", ["status": "always"])
         try await harness.publish(
             "perimeter/v1/test/subjects/gus/preferences", ["defaultPlace": "cafe"], retain: true)
         try await Self.at(harness, "gus", lat: 48.86)
         try await harness.waitFor("gus enters") { _ in Self.events(harness, "gus").contains("enter hall") }
-        let shown = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath])
+        let shown = try await runProduct(["subjects", "show", "gus", "--config", harness.configPath, "--timeout", "60"])
         #expect(shown.status == .exited(0), "\(shown.stderr)")
         let document = try JSONParser.parse(shown.stdout)
         #expect(document["states"]?["hall"] == "inside")
         #expect(document["status"] == "always")
         #expect(document["diagnostics"]?["heldEvents"] == 0)
-        let erased = try await runProduct(["subjects", "erase", "gus", "--config", harness.configPath])
+        let erased = try await runProduct([
+            "subjects", "erase", "gus", "--config", harness.configPath, "--timeout", "60",
+        ])
         #expect(erased.status == .exited(0), "\(erased.stderr)")
         // A fresh look at the broker: nothing retained names gus.
         let checker = try await harness.broker.connectedClient("checker")
@@ -208,6 +209,7 @@ struct PrivacyServiceTests {
         let forgotten = try JSONParser.parse(after.stdout)
         #expect(forgotten["states"] == [:])
         #expect(forgotten["authorization"] == nil || forgotten["authorization"] == .null)
+        await harness.stop()
     }
 }
 

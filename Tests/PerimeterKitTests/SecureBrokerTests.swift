@@ -18,7 +18,7 @@ import Testing
 /// false`) and `certificatePort` with `require_certificate true`.
 final class ProductionBroker: Sendable {
     static let agents = ["phone-a", "phone-b"]
-    static let accounts = ["evaluator", "notifier", "consent", "operator", "consumer"] + agents
+    static let accounts = ["evaluator", "notifier", "consent", "operator", "consumer", "dashboard"] + agents
 
     let directory: URL
     let port: Int
@@ -312,6 +312,35 @@ struct SecureBrokerTests {
         for client in [operatorClient, consumer, consent] { await client.disconnect() }
     }
 
+    @Test("the dashboard declares only its own session and reads outputs and authorizations, never observations")
+    func dashboardAccount() async throws {
+        let broker = try await ProductionBroker.start()
+        let dashboard = try await broker.connect("dashboard")
+        for filter in [
+            "perimeter/v1/museum/enter/+/+", "perimeter/v1/museum/subjects/+/authorization",
+            "perimeter/v1/museum/obs/#",
+        ] {
+            _ = try await dashboard.subscribe(filter)
+        }
+        let ownSession = await publishRefusal(dashboard, "perimeter/v1/museum/sessions/dashboard/live", "{}")
+        #expect(ownSession == nil)
+        for topic in [
+            "perimeter/v1/museum/sessions/consumer/s1", "perimeter/v1/museum/subjects/visitor-42/authorization",
+            "perimeter/v1/museum/enter/gallery-1/visitor-42", "perimeter/v1/museum/obs/dashboard/gps",
+        ] {
+            let refusal = await publishRefusal(dashboard, topic, "from-dashboard")
+            #expect(refusal == notAuthorized, "dashboard publishing on \(topic)")
+        }
+        let agent = try await broker.connect("phone-a")
+        try await agent.publish("perimeter/v1/museum/obs/phone-a/gps", "fix", qos: .atLeastOnce)
+        let consent = try await broker.connect("consent")
+        try await consent.publish("perimeter/v1/museum/subjects/visitor-42/authorization", "auth", qos: .atLeastOnce)
+        // The observation (published first) never arrives; the authorization does.
+        let received = try await nextMessages(dashboard, count: 1)
+        #expect(received.first?.topic == "perimeter/v1/museum/subjects/visitor-42/authorization")
+        for client in [dashboard, agent, consent] { await client.disconnect() }
+    }
+
     @Test("a batch with a refused message: each acknowledgement says how it went, in order, without throwing")
     func batchAcknowledgements() async throws {
         let broker = try await ProductionBroker.start()
@@ -406,6 +435,46 @@ struct SecureBrokerTests {
         #expect(!evaluator.output.contains("refused a publish"), "the ACL lets the evaluator publish what it must")
         await agent.disconnect()
         await consumer.disconnect()
+    }
+
+    @Test(
+        "perimeter agent over TLS with its own account: its fixes and status pass the ACL; posing as another agent is refused"
+    )
+    func agentOverTLS() async throws {
+        let broker = try await ProductionBroker.start()
+        defer { broker.stop() }
+        let observer = try await broker.connect("evaluator")
+        _ = try await observer.subscribe("perimeter/v1/museum/obs/#")
+        _ = try await observer.subscribe("perimeter/v1/museum/agents/+/status")
+        let track = broker.directory.appendingPathComponent("walk.csv").path
+        try "2026-12-01T10:00:00Z,48.8606,2.3354,5\n2026-12-01T10:00:01Z,48.8607,2.3355,5\n"
+            .write(toFile: track, atomically: true, encoding: .utf8)
+        func agent(_ id: String, as account: String) async throws -> (Subprocess.Termination, String) {
+            let child = try ChildProcess(
+                Products.executable("perimeter"),
+                [
+                    "agent", "--source", "replay", "--replay", track, "--speed", "0", "--set", "agent.id=\(id)",
+                    "--set", "agent.venue=museum", "--set", "broker.port=\(broker.port)",
+                    "--set", "broker.username=\(account)", "--set",
+                    "broker.password=\(broker.passwords[account] ?? "")",
+                    "--set", "broker.tls.caFile=\(broker.certificates)/ca.crt",
+                    "--set", "agent.database=\(broker.directory.path)/agent-\(id).sqlite",
+                ])
+            return try await withTimeout(.seconds(30), "perimeter agent \(id)") { await child.finish() }
+        }
+        let (ownStatus, ownOutput) = try await agent("phone-a", as: "phone-a")
+        #expect(ownStatus == .exited(0), "\(ownOutput)")
+        let received = try await nextMessages(observer, count: 4, timeout: .seconds(10))
+        #expect(received.map(\.topic).filter { $0 == "perimeter/v1/museum/obs/phone-a/gps" }.count == 2)
+        #expect(received.contains { $0.topic == "perimeter/v1/museum/agents/phone-a/status" })
+        #expect(!ownOutput.contains("refused"))
+        // phone-a's account publishing as phone-b: the broker refuses (MQTT 5 PUBACK 0x87), the
+        // agent sets the messages aside and says so, and does not retry them forever.
+        let (otherStatus, otherOutput) = try await agent("phone-b", as: "phone-a")
+        #expect(otherStatus == .exited(0), "\(otherOutput)")
+        #expect(otherOutput.contains("the broker refused a message: set aside"), "\(otherOutput)")
+        #expect(otherOutput.contains("outbox.pending=0"))
+        await observer.disconnect()
     }
 
     @Test("privacy and operator topics belong to their accounts")

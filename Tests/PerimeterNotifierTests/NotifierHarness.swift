@@ -42,7 +42,7 @@ final class NotifierHarness: Sendable {
         try rules.write(toFile: rulesPath, atomically: true, encoding: .utf8)
         var notifier: JSONObject = [
             "database": .string(directory.appendingPathComponent("notifier.sqlite").path), "initialBackoff": 0.2,
-            "maxBackoff": 1, "timeout": 5,
+            "maxBackoff": 1, "timeout": 30,
         ]
         for (key, value) in extra { notifier[key] = value }
         let config: JSONObject = [
@@ -146,7 +146,7 @@ final class NotifierHarness: Sendable {
 
     @discardableResult
     func waitFor(
-        _ what: String, timeout: Duration = .seconds(20), _ condition: @Sendable () -> Bool
+        _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () -> Bool
     ) async throws
         -> Bool
     {

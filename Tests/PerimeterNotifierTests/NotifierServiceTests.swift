@@ -92,10 +92,12 @@ struct NotifierServiceTests {
             // A broken live rule and a broken event are dead-lettered with the reason.
             try await harness.publish("rules/bad", rule("bad", channel: "pager"), retain: false)
             try await harness.publish("enter/x/ann", #"{"event":"enter"}"#)
-            try await harness.waitFor("deadletters") { harness.payloads("deadletter/notifier").count >= 2 }
+            try await harness.publish("enter/x/bea", String(repeating: " ", count: 70_000) + "{}")
+            try await harness.waitFor("deadletters") { harness.payloads("deadletter/notifier").count >= 3 }
             let reasons = harness.payloads("deadletter/notifier").compactMap { $0["reason"]?.stringValue }
             #expect(reasons.contains { $0.contains("rule 'bad'") && $0.contains("unknown channel 'pager'") })
             #expect(reasons.contains { $0.contains("id") && $0.contains("missing") })
+            #expect(reasons.contains { $0.contains("70002 bytes exceeds notifier.maxPayloadBytes") })
         } catch {
             await harness.stop()
             throw error

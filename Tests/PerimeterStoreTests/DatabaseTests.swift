@@ -208,7 +208,7 @@ struct CrashTests {
         let writer = try ChildProcess(
             Products.executable("perimeter-testpeer"),
             ["store-crash", "--path", path, "--rows", "500", "--hold-after", "3"])
-        try await writer.waitForLine(containing: "holding")
+        try await writer.waitForLine(containing: "holding", timeout: .seconds(60))
         writer.kill(SIGKILL)
         let state = try checkInvariant(path)
         #expect(state.batches == 3)
@@ -222,7 +222,7 @@ struct CrashTests {
         for round in 0..<6 {
             let writer = try ChildProcess(
                 Products.executable("perimeter-testpeer"), ["store-crash", "--path", path, "--rows", "300"])
-            try await writer.waitForLine(containing: "committed")
+            try await writer.waitForLine(containing: "committed", timeout: .seconds(60))
             try await Task.sleep(for: .milliseconds(Int.random(in: 5...120)))
             writer.kill(SIGKILL)
             let state = try checkInvariant(path)

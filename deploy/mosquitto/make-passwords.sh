@@ -1,6 +1,6 @@
 #!/bin/sh
 # Creates mosquitto's password file for a venue: the service accounts evaluator, notifier,
-# consent, operator and consumer, and one account per AGENT (its username is its agent id,
+# consent, operator, consumer and dashboard, and one account per AGENT (its username is its agent id,
 # which acl.conf requires in its topics).
 #
 # A password comes from PERIMETER_PASSWORD_<ACCOUNT> (upper case, other characters than
@@ -37,7 +37,7 @@ umask 077
 tmp="$file.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
 first=1
-for account in evaluator notifier consent operator consumer "$@"; do
+for account in evaluator notifier consent operator consumer dashboard "$@"; do
     case "$account" in
         */* | *+* | *#* | *:* | "")
             echo "$0: account '$account' must be one topic level without ':' (no /, +, #)" >&2

@@ -358,22 +358,31 @@ struct EvaluatorProcess {
     let logPath: String
 
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
-    static func start(directory: URL, regionsPath: String, port: Int) throws -> EvaluatorProcess {
-        let databasePath = directory.appendingPathComponent("evaluator.sqlite").path
-        let configPath = directory.appendingPathComponent("evaluator.json").path
-        let logPath = directory.appendingPathComponent("evaluator.log").path
+    static func start(
+        directory: URL, regionsPath: String, port: Int, instance: String = "bench",
+        venues: [String] = [BenchPipelineWorkload.venue]
+    ) throws -> EvaluatorProcess {
+        let databasePath = directory.appendingPathComponent("evaluator-\(instance).sqlite").path
+        let configPath = directory.appendingPathComponent("evaluator-\(instance).json").path
+        let logPath = directory.appendingPathComponent("evaluator-\(instance).log").path
+        var venueSettings = JSONObject()
+        for venue in venues {
+            venueSettings[venue] = [
+                "regions": .string(regionsPath),
+                "beaconExitTimeout": .number(BenchPipelineCommand.beaconExitTimeout),
+                // Synthetic subjects: everyone authorized, one session for all.
+                "privacy": ["open": true],
+            ]
+        }
         let config: JSONValue = [
-            "broker": ["host": "127.0.0.1", "port": .number(Double(port)), "clientId": "perimeter-bench-evaluator"],
-            "topics": ["prefix": .string(BenchPipelineWorkload.prefix)],
-            "evaluator": ["instance": "bench", "database": .string(databasePath), "statsInterval": 1],
-            "venues": [
-                BenchPipelineWorkload.venue: [
-                    "regions": .string(regionsPath),
-                    "beaconExitTimeout": .number(BenchPipelineCommand.beaconExitTimeout),
-                    // Synthetic subjects: everyone authorized, one session for all.
-                    "privacy": ["open": true],
-                ]
+            "broker": [
+                "host": "127.0.0.1", "port": .number(Double(port)), "clientId": .string("perimeter-bench-\(instance)"),
             ],
+            "topics": ["prefix": .string(BenchPipelineWorkload.prefix)],
+            "evaluator": [
+                "instance": .string(instance), "database": .string(databasePath), "statsInterval": 1, "leaseWait": 0,
+            ],
+            "venues": .object(venueSettings),
             "log": ["level": "notice"],
         ]
         try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
@@ -517,13 +526,14 @@ final class EvaluatorWatch: Sendable {
         self.stats = stats
     }
 
-    static func connect(endpoint: (host: String, port: Int)) async throws -> EvaluatorWatch {
-        let statusTopic = "\(BenchPipelineWorkload.prefix)/_sys/evaluator/bench/status"
-        let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: "bench")
+    static func connect(endpoint: (host: String, port: Int), instance: String = "bench") async throws -> EvaluatorWatch
+    {
+        let statusTopic = "\(BenchPipelineWorkload.prefix)/_sys/evaluator/\(instance)/status"
+        let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: instance)
         let status = Locked<String?>(nil)
         let stats = Locked<String?>(nil)
         var configuration = MQTTConfiguration(
-            host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(getpid())")
+            host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(instance)-\(getpid())")
         configuration.inboundBufferSize = 1
         let client = try MQTTClient(configuration) { message in
             if message.topic == statusTopic { status.withLock { $0 = message.payloadString } }

@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterAgent
 import PerimeterCore
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ struct ReplayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay", abstract: "Dry-run a recorded track through the geofence state machine.",
         discussion: """
-            TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header) or JSON lines of
+            TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header), raw NMEA (RMC/GGA/GSA) or JSON lines of
             obs/{agent}/gps observations. Prints, as JSON lines, each event the evaluator
             would publish for that subject, with its topic: enter, exit, dwell and state.
             Rejected fixes are reported on standard error with where they are. A progress bar
@@ -20,7 +21,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "GeoJSON FeatureCollection of regions.", valueName: "file")
     var regions: String
 
-    @Argument(help: "Track file (GPX, CSV or JSON lines); '-' for standard input.", valueName: "track")
+    @Argument(help: "Track file (GPX, CSV, NMEA or JSON lines); '-' for standard input.", valueName: "track")
     var track: String
 
     @Option(help: "Subject id for the track (default: the file's base name).", valueName: "id")
@@ -29,7 +30,7 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Venue name, used in topics and event ids.", valueName: "name")
     var venue: String = "replay"
 
-    @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl")
+    @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl|nmea")
     var format: TrackReader.Format?
 
     @Option(help: "Accuracy in metres for fixes that carry none.", valueName: "m")
@@ -52,6 +53,9 @@ struct ReplayCommand: ParsableCommand {
 
     @Flag(help: "Use the valid regions even when others have problems.")
     var skipInvalid: Bool
+
+    @Option(help: "Also draw the regions, the track and its events (see 'perimeter render').", valueName: "out.svg|png")
+    var render: String?
 
     mutating func validate() throws {
         if accuracy.map({ $0 < 0 }) == true { throw ValidationError("--accuracy must not be negative") }
@@ -80,6 +84,7 @@ struct ReplayCommand: ParsableCommand {
         var progress = ProgressBar(total: records.count)
         var rejected = 0
         var lastTime: Date?
+        var drawn: (fixes: [Fix], events: [RegionEvent]) = ([], [])
         for (number, record) in records.enumerated() {
             progress.update(number + 1)
             switch record.fix {
@@ -92,6 +97,10 @@ struct ReplayCommand: ParsableCommand {
                 case .success(let events):
                     for event in events { output.write(Self.line(event, topics: topics)) }
                     lastTime = fix.t
+                    if render != nil {
+                        drawn.fixes.append(fix)
+                        drawn.events += events
+                    }
                 case .failure(let rejection):
                     progress.clear()
                     Output.error("\(record.location): rejected: \(rejection)")
@@ -101,11 +110,20 @@ struct ReplayCommand: ParsableCommand {
         }
         // Confirm what the track's own time already decided (pending delays, dwell), nothing beyond.
         if let lastTime {
-            for event in engine.advance(to: lastTime) { output.write(Self.line(event, topics: topics)) }
+            let events = engine.advance(to: lastTime)
+            for event in events { output.write(Self.line(event, topics: topics)) }
+            drawn.events += events
         }
         output.flush()
         progress.finish()
         if rejected > 0 { Output.error("\(track): \(rejected) of \(records.count) record(s) skipped or rejected") }
+        if let render {
+            let map = VenueMap(
+                title: "\(subjectID) — \(URL(fileURLWithPath: regions).lastPathComponent)", regions: loaded,
+                track: drawn.fixes.map(\.position),
+                events: VenueMap.Event.markers(for: drawn.events, track: drawn.fixes))
+            try await MapWriter.write(SVGMapRenderer().render(map), to: render)
+        }
     }
 
     static func line(_ event: RegionEvent, topics: Topics) -> String {

@@ -94,8 +94,13 @@ protocol DeclaredArgument {
     var slot: ArgumentSlot { get }
 }
 
+/// The names an option answers to: `name` may list several, comma-separated (`"-o,--output"`).
+func optionNames(_ name: String?) -> [String] {
+    name.map { $0.split(separator: ",").map(String.init) } ?? []
+}
+
 /// `--name <value>`. The property name gives the flag name (`regionsFile` → `--regions-file`)
-/// unless `name` is set.
+/// unless `name` is set (`"-o,--output"` for a short and a long name).
 @propertyWrapper
 public struct Option<Value>: DeclaredArgument {
     let valueSlot: ValueSlot<Value>
@@ -110,14 +115,14 @@ public struct Option<Value>: DeclaredArgument {
     public init(wrappedValue: Value, name: String? = nil, help: String, valueName: String? = nil)
     where Value: ExpressibleByArgument {
         valueSlot = ValueSlot(
-            kind: .option, names: name.map { [$0] } ?? [], help: help, valueName: valueName ?? Value.defaultValueName,
+            kind: .option, names: optionNames(name), help: help, valueName: valueName ?? Value.defaultValueName,
             initial: wrappedValue, parse: Value.init(argument:))
     }
 
     /// A required option.
     public init(name: String? = nil, help: String, valueName: String? = nil) where Value: ExpressibleByArgument {
         valueSlot = ValueSlot(
-            kind: .option, names: name.map { [$0] } ?? [], help: help, valueName: valueName ?? Value.defaultValueName,
+            kind: .option, names: optionNames(name), help: help, valueName: valueName ?? Value.defaultValueName,
             initial: nil, parse: Value.init(argument:))
     }
 
@@ -125,7 +130,7 @@ public struct Option<Value>: DeclaredArgument {
     public init<Wrapped: ExpressibleByArgument>(name: String? = nil, help: String, valueName: String? = nil)
     where Value == Wrapped? {
         valueSlot = ValueSlot(
-            kind: .option, names: name.map { [$0] } ?? [], help: help, valueName: valueName ?? Wrapped.defaultValueName,
+            kind: .option, names: optionNames(name), help: help, valueName: valueName ?? Wrapped.defaultValueName,
             initial: .some(nil), parse: { Wrapped(argument: $0).map { .some($0) } })
     }
 
@@ -134,7 +139,7 @@ public struct Option<Value>: DeclaredArgument {
         wrappedValue: Value = [], name: String? = nil, help: String, valueName: String? = nil
     ) where Value == [Element] {
         valueSlot = ValueSlot(
-            kind: .option, names: name.map { [$0] } ?? [], help: help, valueName: valueName ?? Element.defaultValueName,
+            kind: .option, names: optionNames(name), help: help, valueName: valueName ?? Element.defaultValueName,
             initial: wrappedValue, isRepeating: true, parse: { Element(argument: $0).map { [$0] } },
             append: { current, text in Element(argument: text).map { (current ?? []) + [$0] } })
     }

@@ -68,21 +68,12 @@ struct LineWriter {
         handle.write(Data(buffer))
         buffer.removeAll(keepingCapacity: true)
     }
-}
 
-/// Splits bytes into lines (LF or CRLF), without copying the whole input into strings.
-struct Lines: Sequence {
-    let data: Data
-
-    func makeIterator() -> AnyIterator<Substring> {
-        let text = String(decoding: data, as: UTF8.self)
-        // Split on the newline byte, not the Character "\n": "\r\n" is one Character, and not "\n".
-        var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)[...]
-        if lines.last?.isEmpty == true { lines = lines.dropLast() }
-        return AnyIterator {
-            guard let line = lines.popFirst() else { return nil }
-            let end = line.last == UInt8(ascii: "\r") ? line.index(before: line.endIndex) : line.endIndex
-            return text[line.startIndex..<end]
-        }
+    /// Like ``flush()``, but a closed reader (`perimeter up | head`) is an error to handle
+    /// rather than a trap: a long-running command then stops what it started.
+    mutating func flushChecked() throws {
+        guard !buffer.isEmpty else { return }
+        defer { buffer.removeAll(keepingCapacity: true) }
+        try handle.write(contentsOf: buffer)
     }
 }

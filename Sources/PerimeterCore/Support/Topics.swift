@@ -74,6 +74,7 @@ public struct Topics: Sendable, Hashable {
     public func place(subject: String) -> String { "\(root)/place/\(Self.level(subject))" }
     public func diagnostics(subject: String) -> String { "\(root)/diagnostics/\(Self.level(subject))" }
     public func preferences(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/preferences" }
+    public func usage(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/usage" }
     /// Operator requests and answers: `admin/erase|show/{subject}`, `admin/erased|shown/{subject}`.
     public func admin(_ command: String, subject: String) -> String {
         "\(root)/admin/\(command)/\(Self.level(subject))"

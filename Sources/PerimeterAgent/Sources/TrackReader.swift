@@ -2,53 +2,92 @@ import Foundation
 import FoundationXML
 import PerimeterCore
 
-/// Reads a track for `perimeter replay`: GPX, CSV (`t,lat,lon[,acc]`) or JSON lines of
-/// `obs/…/gps` observations.
-struct TrackReader {
-    enum Format: String, CaseIterable, ExpressibleByArgument {
-        case gpx, csv, jsonl
+/// Reads a recorded track for `perimeter replay` and the agent's replay source: GPX, CSV
+/// (`t,lat,lon[,acc]`), JSON lines of `obs/…/gps` observations, or raw NMEA 0183 (RMC, GGA and
+/// GSA combined into one fix per receiver cycle, checksums verified).
+public struct TrackReader: Sendable {
+    public enum Format: String, CaseIterable, Sendable {
+        case gpx, csv, jsonl, nmea
     }
 
     /// A fix or the reason a record could not be read, with where it was.
-    struct Record {
-        var location: String
-        var fix: Result<Fix, TrackError>
+    public struct Record: Sendable {
+        public var location: String
+        public var fix: Result<Fix, TrackError>
 
-        static func failure(_ location: String, _ message: String) -> Record {
+        public static func failure(_ location: String, _ message: String) -> Record {
             Record(location: location, fix: .failure(TrackError(message: message)))
         }
     }
 
-    struct TrackError: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
+    public struct TrackError: Error, CustomStringConvertible, Sendable {
+        public var message: String
+        public var description: String { message }
     }
 
-    let subject: String
+    public let subject: String
     /// Accuracy for records that carry none (GPX without hdop, CSV without acc).
-    let defaultAccuracy: Double?
+    public let defaultAccuracy: Double?
     /// Seconds between points for GPX tracks without times.
-    let interval: Double?
+    public let interval: Double?
 
-    static func guessFormat(path: String, data: Data) -> Format {
+    public init(subject: String, defaultAccuracy: Double? = nil, interval: Double? = nil) {
+        self.subject = subject
+        self.defaultAccuracy = defaultAccuracy
+        self.interval = interval
+    }
+
+    public static func guessFormat(path: String, data: Data) -> Format {
         switch URL(fileURLWithPath: path).pathExtension.lowercased() {
         case "gpx": return .gpx
         case "csv": return .csv
         case "jsonl", "ndjson", "json": return .jsonl
+        case "nmea", "log": return .nmea
         default:
             let first = data.first { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09) }
             if first == UInt8(ascii: "<") { return .gpx }
+            if first == UInt8(ascii: "$") || first == UInt8(ascii: "#") { return .nmea }
             if first == UInt8(ascii: "{") { return .jsonl }
             return .csv
         }
     }
 
-    func read(_ data: Data, format: Format, name: String) throws -> [Record] {
+    public func read(_ data: Data, format: Format, name: String) throws -> [Record] {
         switch format {
         case .gpx: return try readGPX(data, name: name)
         case .csv: return readCSV(data, name: name)
         case .jsonl: return readJSONLines(data, name: name)
+        case .nmea: return readNMEA(data, name: name)
         }
+    }
+
+    /// NMEA: `#` comment lines (as in gpsd's test logs) and blank lines are skipped; a
+    /// sentence with a bad checksum or field is reported and left out of its cycle.
+    private func readNMEA(_ data: Data, name: String) -> [Record] {
+        var records: [Record] = []
+        var assembler = NMEAFixAssembler()
+        var lastLine = 0
+        func append(_ reading: GPSReading?, line: Int) {
+            guard let reading else { return }
+            let fix = Fix(
+                subject: subject, t: reading.t, position: reading.position,
+                accuracy: reading.accuracy ?? defaultAccuracy, source: "replay")
+            records.append(Record(location: "\(name):\(line)", fix: .success(fix)))
+        }
+        for (offset, line) in Lines(data: data).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            do {
+                let sentence = try NMEASentence.parse(trimmed)
+                // A cycle is reported where the next one starts (the line that completed it).
+                append(assembler.add(sentence), line: offset + 1)
+                lastLine = offset + 1
+            } catch {
+                records.append(.failure("\(name):\(offset + 1)", "\(error)"))
+            }
+        }
+        append(assembler.finish(), line: lastLine)
+        return records
     }
 
     private func readJSONLines(_ data: Data, name: String) -> [Record] {

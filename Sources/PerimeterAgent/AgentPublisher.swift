@@ -1,0 +1,173 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+
+/// Turns an agent's messages into topics and payloads, queues them in the SQLite outbox and
+/// sends them in batches while the broker is reachable (store and forward).
+///
+/// GPS readings pass the ``LocationFilter`` (distance filter, desired accuracy) first. Every
+/// message is QoS 1: it leaves the outbox only when the broker has acknowledged it, so order
+/// and original observation times survive a broker restart, a network cut or an agent restart.
+actor AgentPublisher {
+    let configuration: AgentConfiguration
+    let topics: Topics
+    let client: MQTTClient
+    private let outbox: AgentOutbox
+    private var filter: LocationFilter
+    private let logger: Logger
+    private(set) var queued = 0
+    private(set) var sent = 0
+    private(set) var filtered = 0
+
+    init(configuration: AgentConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        topics = Topics(prefix: configuration.prefix, venue: configuration.venue)
+        outbox = try AgentOutbox(path: configuration.databasePath)
+        filter = LocationFilter(
+            distanceFilter: configuration.distanceFilter, desiredAccuracy: configuration.desiredAccuracy)
+        let will = MQTTConfiguration.Will(
+            topic: topics.agentStatus(configuration.agent), payload: Array(#"{"online":false}"#.utf8),
+            qos: .atLeastOnce, retain: true)
+        var mqtt = configuration.broker.mqttConfiguration(will: will)
+        mqtt.backoff = .init(initial: .milliseconds(100), maximum: .seconds(5))
+        client = try MQTTClient(mqtt)
+        let pending = outbox.count
+        if pending > 0 {
+            logger.info(
+                "outbox holds messages from before: sending them first", metadata: ["outbox.pending": "\(pending)"])
+        }
+    }
+
+    /// The messages for `messages`, after the location filter.
+    func mqttMessages(_ messages: [AgentMessage]) -> [MQTTMessage] {
+        var result: [MQTTMessage] = []
+        for message in messages {
+            switch message {
+            case .gps(let agent, var reading):
+                let subject = reading.subject ?? configuration.subject ?? agent ?? configuration.agent
+                if reading.subject == nil { reading.subject = configuration.subject }
+                switch filter.admit(reading, subject: subject) {
+                case .publish:
+                    result.append(json(topics.gps(agent: agent ?? configuration.agent), reading.payload))
+                case .tooInaccurate, .tooClose:
+                    filtered += 1
+                }
+            case .ble(let agent, var scan):
+                if scan.subject == nil && agent == nil { scan.subject = configuration.subject }
+                result.append(json(topics.ble(agent: agent ?? configuration.agent), scan.payload))
+            case .authorization(let subject, let status, let accuracy):
+                result.append(
+                    json(
+                        topics.authorization(subject: subject),
+                        ["status": .string(status), "accuracy": .string(accuracy)], retain: true))
+            case .usage(let subject, let inUse):
+                result.append(json(topics.usage(subject: subject), ["inUse": .bool(inUse)]))
+            case .preferences(let subject, let locale, let place):
+                var object: JSONObject = ["locale": .string(locale)]
+                if let place { object["defaultPlace"] = .string(place) }
+                result.append(json(topics.preferences(subject: subject), .object(object), retain: true))
+            }
+        }
+        return result
+    }
+
+    private func json(_ topic: String, _ payload: JSONValue, retain: Bool = false) -> MQTTMessage {
+        MQTTMessage(
+            topic: topic, payload: Array(payload.serialized().utf8), qos: .atLeastOnce, retain: retain,
+            properties: MQTTProperties(contentType: "application/json"))
+    }
+
+    /// Queues the messages (one transaction); the sender publishes them.
+    func submit(_ messages: [AgentMessage]) throws {
+        let outgoing = mqttMessages(messages)
+        try outbox.append(outgoing)
+        queued += outgoing.count
+    }
+
+    var pending: Int { outbox.count }
+
+    /// Sends the outbox, oldest first, while connected; returns when cancelled.
+    func runSender() async throws {
+        while !Task.isCancelled {
+            guard client.state.isConnected else {
+                try await Task.sleep(for: .milliseconds(50))
+                continue
+            }
+            var rows = try outbox.oldest(configuration.batchSize)
+            if rows.count < configuration.batchSize && configuration.batchInterval > 0 && !rows.isEmpty {
+                try await Task.sleep(for: .milliseconds(Int(configuration.batchInterval * 1000)))
+                rows = try outbox.oldest(configuration.batchSize)
+            }
+            guard let last = rows.last else {
+                try await Task.sleep(for: .milliseconds(20))
+                continue
+            }
+            let outcomes: [MQTTError?]
+            do {
+                let receipt = try client.send(batch: rows.map(\.message))
+                outcomes = try await client.acknowledgements(receipt)
+            } catch let error as MQTTError {
+                if case .closed = error.kind { return }
+                // Not sent (e.g. the connection dropped between the check and the send): try again.
+                logger.debug("send failed, retrying", metadata: ["error": "\(error)"])
+                try await Task.sleep(for: .milliseconds(100))
+                continue
+            }
+            for (row, outcome) in zip(rows, outcomes) {
+                if let outcome {
+                    logger.warning(
+                        "the broker refused a message: set aside",
+                        metadata: ["mqtt.topic": .string(row.message.topic), "error": "\(outcome)"])
+                }
+            }
+            try outbox.remove(through: last.seq)
+            sent += rows.count
+        }
+    }
+
+    /// Publishes the retained online status on every (re)connection: after a lost connection
+    /// the broker has published the last will (`online: false`) in the meantime.
+    func runStatus() async {
+        for await state in client.connectionStates() {
+            guard case .connected = state else { continue }
+            do {
+                try await client.publish(
+                    topics.agentStatus(configuration.agent), statusPayload(online: true), qos: .atLeastOnce,
+                    retain: true)
+                logger.info("connected; status online", metadata: ["broker": .string(client.configuration.endpoint)])
+            } catch {
+                logger.warning("status not published", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    nonisolated func statusPayload(online: Bool) -> String {
+        var object: JSONObject = ["online": .bool(online), "t": .string(Timestamp.format(Date()))]
+        if online {
+            object["caps"] = .array(configuration.caps.map { .string($0) })
+            object["mode"] = .string(configuration.mode)
+            object["version"] = .string(AgentService.version)
+        }
+        return JSONValue.object(object).serialized()
+    }
+
+    /// Waits until the outbox is empty (or `timeout` passes); true when it is.
+    func drain(timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while outbox.count > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return outbox.count == 0
+    }
+
+    /// Says offline (retained) and disconnects cleanly.
+    func shutdown() async {
+        if client.state.isConnected {
+            try? await client.publish(
+                topics.agentStatus(configuration.agent), statusPayload(online: false), qos: .atLeastOnce, retain: true)
+        }
+        await client.disconnect()
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+
+/// Reads fixes from gpsd's JSON socket: sends `?WATCH={"enable":true,"json":true}` and maps
+/// each TPV report with a 2D/3D fix and a time to a GPS reading (``GPSDReport``). Reports
+/// without a fix (mode < 2) or without a time are counted, not published. When gpsd goes away
+/// the source reconnects every few seconds.
+public struct GPSDSource: AgentSource {
+    public let host: String
+    public let port: Int
+    public let logger: Logger
+    /// Stop when gpsd closes the connection instead of reconnecting (tests, one-shot runs).
+    public var stopAtEnd = false
+    public var name: String { "gpsd" }
+
+    public init(host: String, port: Int, logger: Logger, stopAtEnd: Bool = false) {
+        self.host = host
+        self.port = port
+        self.logger = logger
+        self.stopAtEnd = stopAtEnd
+    }
+
+    public func run(emit: @Sendable ([AgentMessage]) async throws -> Void) async throws {
+        var noFix = 0
+        while !Task.isCancelled {
+            do {
+                let connection = try SocketLines(host: host, port: port)
+                try connection.write(GPSDReport.watchCommand)
+                logger.info("gpsd connected", metadata: ["gpsd": .string("\(host):\(port)")])
+                for try await line in connection.lines() {
+                    if line.isEmpty { continue }
+                    do {
+                        switch try GPSDReport.interpret(line) {
+                        case .fix(let reading): try await emit([.gps(agent: nil, reading)])
+                        case .noFix, .noTime: noFix += 1
+                        case .other("WATCH"): logger.debug("gpsd is streaming reports")
+                        case .other: break
+                        }
+                    } catch let error as GPSDReport.Error {
+                        logger.warning(
+                            "gpsd report skipped",
+                            metadata: ["error": "\(error)", "line": .string(String(line.prefix(200)))])
+                    }
+                }
+                connection.close()
+                logger.info("gpsd closed the connection", metadata: ["reports.noFix": "\(noFix)"])
+            } catch let error as AgentSourceError {
+                logger.warning("gpsd unavailable", metadata: ["error": "\(error)"])
+            }
+            if stopAtEnd { return }
+            try await Task.sleep(for: .seconds(3))
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import PerimeterCore
+
+/// The dashboard's one page: HTML, CSS and script inline, the map inline as SVG. Nothing is
+/// fetched from anywhere but this dashboard (`/events`), so it works offline and tells no
+/// third party who is where.
+enum DashboardPage {
+    static func html(title: String, svg: String) -> String {
+        """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(SVGMapRenderer.escape(title))</title>
+        <style>
+        \(css)
+        </style>
+        </head>
+        <body>
+        <header><h1>\(SVGMapRenderer.escape(title))</h1><span id="connection" class="off">connecting…</span></header>
+        <main>
+        <section id="map">
+        \(svg)
+        </section>
+        <aside>
+        <section><h2>Occupancy</h2><table id="occupancy"><tbody></tbody></table>
+        <ol id="occupancy-changes" hidden></ol></section>
+        <section><h2>Counters</h2><dl id="counters">
+        <dt>events</dt><dd id="count-events">0</dd><dt>notifications</dt><dd id="count-notifications">0</dd>
+        <dt>held events</dt><dd id="count-held">0</dd><dt>dead letters</dt><dd id="count-deadletters">0</dd></dl></section>
+        <section><h2>Services</h2><ul id="services"></ul></section>
+        <section><h2>Ranging</h2><select id="subject-select"><option value="">(choose a subject)</option></select>
+        <ol id="ranging"></ol></section>
+        <section><h2>Live feed</h2><ol id="feed" reversed></ol></section>
+        </aside>
+        </main>
+        <script>
+        \(script)
+        </script>
+        </body>
+        </html>
+
+        """
+    }
+
+    static let css = """
+        body { font: 14px/1.4 "DejaVu Sans", sans-serif; margin: 0; background: #f4f2ee; color: #222; }
+        header { display: flex; align-items: center; gap: 1em; padding: 8px 16px; background: #2f3b4c; color: #fff; }
+        header h1 { font-size: 18px; margin: 0; }
+        #connection { font-size: 12px; padding: 2px 8px; border-radius: 8px; background: #a33; }
+        #connection.on { background: #2a7; }
+        main { display: flex; gap: 12px; padding: 12px; align-items: flex-start; }
+        #map { flex: 0 0 auto; background: #fff; box-shadow: 0 1px 3px #0003; }
+        #map svg { display: block; max-width: 62vw; height: auto; }
+        aside { flex: 1 1 auto; display: grid; gap: 8px; min-width: 280px; }
+        aside section { background: #fff; padding: 6px 10px; box-shadow: 0 1px 3px #0002; }
+        h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .05em; margin: 2px 0 6px; color: #555; }
+        table { border-collapse: collapse; width: 100%; }
+        td { padding: 1px 4px; border-bottom: 1px solid #eee; }
+        td.count { text-align: right; font-weight: bold; }
+        dl { display: grid; grid-template-columns: auto auto; margin: 0; }
+        dd { margin: 0; font-weight: bold; text-align: right; }
+        ul, ol { margin: 0; padding-left: 18px; }
+        #feed { max-height: 220px; overflow: auto; font-size: 12px; }
+        #feed li.enter { color: #1b7a1b; } #feed li.exit { color: #b02020; } #feed li.dwell { color: #1f5fa0; }
+        #feed li.deadletter { color: #8a5a00; } #feed li.notification { color: #6a2a8a; }
+        .online::before { content: "● "; color: #2a7; } .offline::before { content: "● "; color: #a33; }
+        .subject circle { fill: #d62728; stroke: #fff; stroke-width: 2; }
+        .subject.coarse circle { fill: #d62728; fill-opacity: .12; stroke: #d62728; stroke-dasharray: 6 4; }
+        .subject text { font-size: 11px; fill: #000; }
+        """
+
+    static let script = #"""
+        "use strict";
+        const NS = "http://www.w3.org/2000/svg";
+        let layer, names;
+        let lastCounts = null;
+        let state = null;
+
+        // Takes the map in the page (again after a "map" event): the subjects' layer and region names.
+        function adoptMap() {
+          const svg = document.querySelector("#map svg");
+          layer = document.createElementNS(NS, "g");
+          layer.id = "subjects";
+          svg.appendChild(layer);
+          names = {};
+          document.querySelectorAll("#labels text[data-region]").forEach(t => { names[t.dataset.region] = t.textContent; });
+        }
+        adoptMap();
+
+        function text(tag, content, cls) {
+          const el = document.createElement(tag);
+          el.textContent = content;
+          if (cls) el.className = cls;
+          return el;
+        }
+
+        function render(s) {
+          state = s;
+          const body = document.querySelector("#occupancy tbody");
+          body.replaceChildren();
+          for (const [region, count] of Object.entries(s.occupancy)) {
+            const row = document.createElement("tr");
+            row.dataset.region = region;
+            row.append(text("td", names[region] || region));
+            const cell = text("td", String(count), "count");
+            cell.id = "occ-" + region;
+            row.append(cell);
+            body.append(row);
+            const shape = document.getElementById("region-" + region);
+            if (shape) {
+              shape.setAttribute("fill-opacity", count > 0 ? String(Math.min(0.25 + 0.15 * count, 0.8)) : "0.12");
+              shape.dataset.occupancy = String(count);
+            }
+            if (lastCounts && lastCounts[region] !== undefined && lastCounts[region] !== count) {
+              const log = document.getElementById("occupancy-changes");
+              log.append(text("li", region + " " + lastCounts[region] + " → " + count));
+            }
+          }
+          lastCounts = Object.assign({}, s.occupancy);
+          layer.replaceChildren();
+          const select = document.getElementById("subject-select");
+          const chosen = select.value;
+          select.replaceChildren(new Option("(choose a subject)", ""));
+          for (const subject of s.subjects) {
+            const selected = subject.id === (chosen || wanted);
+            if (!subject.coarse) select.append(new Option(subject.id, subject.id, selected, selected));
+            if (subject.x === undefined) continue;
+            const g = document.createElementNS(NS, "g");
+            g.setAttribute("class", subject.coarse ? "subject coarse" : "subject");
+            g.dataset.subject = subject.id;
+            const c = document.createElementNS(NS, "circle");
+            c.setAttribute("cx", subject.x);
+            c.setAttribute("cy", subject.y);
+            c.setAttribute("r", subject.coarse ? subject.r : 6);
+            const label = document.createElementNS(NS, "text");
+            label.setAttribute("x", subject.x + 8);
+            label.setAttribute("y", subject.y - 8);
+            label.textContent = subject.id + (subject.place ? " @ " + (names[subject.place] || subject.place) : "");
+            g.append(c, label);
+            layer.append(g);
+          }
+          for (const [key, value] of Object.entries(s.counters)) {
+            const el = document.getElementById("count-" + key);
+            if (el) el.textContent = String(value);
+          }
+          const services = document.getElementById("services");
+          services.replaceChildren();
+          for (const service of s.services) {
+            services.append(text("li", service.id + (service.t ? " since " + service.t : ""), service.online ? "online" : "offline"));
+          }
+          showRanging();
+        }
+
+        function showRanging() {
+          const list = document.getElementById("ranging");
+          list.replaceChildren();
+          const subject = document.getElementById("subject-select").value;
+          for (const entry of ((state && state.ranging[subject]) || [])) {
+            for (const b of entry.beacons) {
+              const id = b.uuid ? b.uuid + " " + b.major + "/" + b.minor : (b.namespace ? b.namespace + " " + b.instance : b.id1);
+              list.append(text("li", entry.region + ": " + id + " — " + b.proximity + ", " + b.accuracy + " m, " + b.rssi + " dBm"));
+            }
+          }
+        }
+        document.getElementById("subject-select").addEventListener("change", showRanging);
+        // `#subject-id` in the address chooses whose ranging is shown (for links and snapshots).
+        const wanted = decodeURIComponent(location.hash.slice(1));
+
+        function feedLine(item) {
+          let line;
+          switch (item.kind) {
+            case "deadletter": line = "dead letter [" + item.component + "] (" + item.code + "): " + item.reason; break;
+            case "notification": line = "notification [" + item.channel + "] to " + item.subject + ": " + (item.text || ""); break;
+            default: line = item.subject + " " + item.kind + " " + (names[item.region] || item.region) + (item.held ? " (held)" : "");
+          }
+          return text("li", (item.t ? item.t.substring(11, 19) + " " : "") + line, item.kind);
+        }
+
+        const events = new EventSource("/events");
+        const connection = document.getElementById("connection");
+        events.onopen = () => { connection.textContent = "live"; connection.className = "on"; };
+        events.onerror = () => { connection.textContent = "reconnecting…"; connection.className = "off"; };
+        events.addEventListener("state", e => render(JSON.parse(e.data)));
+        events.addEventListener("map", e => {
+          // Our own SVG, drawn by the dashboard with every text escaped.
+          document.getElementById("map").innerHTML = JSON.parse(e.data);
+          adoptMap();
+          if (state) render(state);
+        });
+        events.addEventListener("feed", e => {
+          const feed = document.getElementById("feed");
+          feed.prepend(feedLine(JSON.parse(e.data)));
+          while (feed.children.length > 100) feed.lastChild.remove();
+        });
+        events.addEventListener("feed-reset", e => {
+          const feed = document.getElementById("feed");
+          feed.replaceChildren(...JSON.parse(e.data).reverse().map(feedLine));
+        });
+        """#
+}

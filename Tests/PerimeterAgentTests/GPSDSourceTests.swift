@@ -1,0 +1,98 @@
+import Foundation
+import PerimeterAgent
+import PerimeterCore
+import PerimeterKit
+import PerimeterTestSupport
+import Testing
+
+/// Debian's real gpsd, fed a real receiver's NMEA capture over TCP; the agent's gpsd source
+/// must produce exactly the fixes gpsd's own test suite expects (the `.chk` files).
+@Suite("gpsd source against a real gpsd")
+struct GPSDSourceTests {
+    @Test(
+        "real captures through gpsd give the fixes gpsd's test suite expects",
+        arguments: ["bu353s4.log", "haicom-305N.log"])
+    func capture(_ name: String) async throws {
+        guard let gpsd = Subprocess.find("gpsd") else {
+            Issue.record("gpsd is not installed: apt-get install gpsd (scripts/setup.sh installs it)")
+            return
+        }
+        let expected = try Fixtures.gpsdFixes(name)
+        #expect(expected.count > 10)
+        let lines = Lines(data: try Data(contentsOf: URL(fileURLWithPath: try Fixtures.path("nmea/\(name)"))))
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        let feeder = try NMEAFeeder(lines: lines)
+        let port = try MosquittoBroker.freeLoopbackPort()
+        // -N foreground, -n read the device without waiting for a client, -b read-only (never
+        // configure the receiver), -S our own port; the device is the feeder.
+        let daemon = try ChildProcess(gpsd, ["-N", "-n", "-b", "-S", "\(port)", "tcp://127.0.0.1:\(feeder.port)"])
+        let collected = Collected()
+        let log = InMemoryLogHandler()
+        let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
+        var task: Task<Void, any Error>?
+        do {
+            try await waitUntil("gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
+            task = Task { try await source.run { collected.add($0) } }
+            // Feed the capture once gpsd has acknowledged the watch (its WATCH report).
+            try await waitUntil("gpsd to acknowledge ?WATCH") { !log.records(containing: "streaming reports").isEmpty }
+            feeder.start()
+            try await waitUntil("\(expected.count) fixes from gpsd") { collected.readings.count >= expected.count }
+            try await Task.sleep(for: .milliseconds(200))
+        } catch {
+            Issue.record("\(error); gpsd said: \(daemon.output)")
+        }
+        task?.cancel()
+        _ = try? await task?.value
+        daemon.kill(SIGTERM)
+        feeder.stop()
+        let got = collected.readings
+        #expect(got.count == expected.count)
+        for (reading, want) in zip(got, expected) {
+            #expect(reading == want)
+        }
+    }
+
+    @Test("the same captures replayed by Debian's gpsfake (gpsd-clients) give the same fixes")
+    func gpsfake() async throws {
+        guard let gpsfake = Subprocess.find("gpsfake") else {
+            Issue.record("gpsfake is not installed: apt-get install gpsd-clients (scripts/setup.sh installs it)")
+            return
+        }
+        for name in ["bu353s4.log", "haicom-305N.log"] {
+            let expected = try Fixtures.gpsdFixes(name)
+            let port = try MosquittoBroker.freeLoopbackPort()
+            // -1 once through, -n gpsd reads without waiting for a client, -c a pause between
+            // sentences so that our client is watching before the first fix; gpsd is found on
+            // PATH (/usr/sbin).
+            let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+            let fake = try ChildProcess(
+                gpsfake, ["-1", "-n", "-q", "-c", "0.02", "-P", "\(port)", try Fixtures.path("nmea/\(name)")],
+                environment: ["PATH": path])
+            let collected = Collected()
+            let log = InMemoryLogHandler()
+            let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
+            var task: Task<Void, any Error>?
+            var daemons: [pid_t] = []
+            do {
+                try await waitUntil("gpsfake's gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
+                daemons = childProcesses(of: fake.subprocess.pid)
+                task = Task { try await source.run { collected.add($0) } }
+                try await waitUntil("\(expected.count) fixes through gpsfake") {
+                    collected.readings.count >= expected.count
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            } catch {
+                Issue.record("\(name): \(error); gpsfake said: \(fake.output)")
+            }
+            task?.cancel()
+            _ = try? await task?.value
+            // gpsfake stays up after its one pass and ignores SIGTERM and SIGINT: kill it and
+            // the gpsd it started.
+            for daemon in daemons { kill(daemon, SIGKILL) }
+            fake.kill(SIGKILL)
+            let got = collected.readings
+            #expect(got == expected, "\(name): \(got.count) fixes, expected \(expected.count)")
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import PerimeterKit
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite("HTTPServer streaming responses")
+struct HTTPStreamTests {
+    /// Opens a connection, sends a GET and returns the socket (reads time out after 50 ms).
+    static func open(port: Int, path: String) throws -> Int32 {
+        // Close-on-exec, or a process another test starts meanwhile keeps the connection open.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw ChildFailure(message: "cannot connect") }
+        let request = Array("GET \(path) HTTP/1.0\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 50_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// Reads until `condition` holds for everything read, or the peer closes, or 5 s pass.
+    static func read(_ fd: Int32, until condition: (String) -> Bool) -> (text: String, closed: Bool) {
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if condition(text) { return (text, false) }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { return (text, true) }
+            if count > 0 { text += String(decoding: buffer[0..<count], as: UTF8.self) }
+        }
+        return (text, false)
+    }
+
+    @Test("A stream is written as it goes, other requests are answered meanwhile, and stop() ends it")
+    func streamAlongsidePlainRequests() throws {
+        let release = Atomic<Bool>(false)
+        let server = try HTTPServer(port: 0) { path in
+            switch path {
+            case "/events":
+                return .stream { writer in
+                    writer.write("event: one\ndata: 1\n\n")
+                    while writer.isOpen && !release.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 0.01) }
+                    writer.write("event: two\ndata: 2\n\n")
+                    // Then hold the connection until the server stops.
+                    while writer.isOpen { Thread.sleep(forTimeInterval: 0.01) }
+                }
+            case "/healthz": return HTTPServer.Response(body: "ok\n")
+            default: return HTTPServer.Response(status: 404, body: "no\n")
+            }
+        }
+        server.start()
+        let stream = try Self.open(port: server.port, path: "/events")
+        defer { close(stream) }
+        let first = Self.read(stream) { $0.contains("data: 1") }
+        #expect(first.text.hasPrefix("HTTP/1.0 200 OK\r\nContent-Type: text/event-stream"))
+        #expect(!first.text.contains("Content-Length"))
+        #expect(!first.text.contains("data: 2"))
+        // The open stream does not hold up other requests.
+        #expect(try httpGet(port: server.port, path: "/healthz").body == "ok\n")
+        release.store(true, ordering: .relaxed)
+        #expect(Self.read(stream) { $0.contains("data: 2") }.text.contains("event: two"))
+        server.stop()
+        let end = Self.read(stream) { _ in false }
+        #expect(end.closed, "stop() must close open streams")
+    }
+
+    @Test("Streams past maxStreams are refused with 503; plain requests still answered")
+    func streamLimit() throws {
+        let server = try HTTPServer(port: 0, maxStreams: 2) { path in
+            path == "/events"
+                ? .stream { writer in while writer.isOpen { Thread.sleep(forTimeInterval: 0.01) } }
+                : HTTPServer.Response(body: "ok\n")
+        }
+        server.start()
+        let open = try (0..<2).map { _ in try Self.open(port: server.port, path: "/events") }
+        for fd in open { _ = Self.read(fd) { $0.contains("\r\n\r\n") } }
+        let third = try httpGet(port: server.port, path: "/events")
+        #expect(third.status == 503)
+        #expect(try httpGet(port: server.port, path: "/healthz").body == "ok\n")
+        server.stop()
+        for fd in open { close(fd) }
+    }
+
+    @Test("A client that goes away makes write() fail, so the stream's closure returns")
+    func clientGoesAway() throws {
+        let ended = Atomic<Bool>(false)
+        let server = try HTTPServer(port: 0) { _ in
+            .stream { writer in
+                while writer.write(": keep-alive\n\n") { Thread.sleep(forTimeInterval: 0.01) }
+                ended.store(true, ordering: .relaxed)
+            }
+        }
+        server.start()
+        defer { server.stop() }
+        let stream = try Self.open(port: server.port, path: "/events")
+        _ = Self.read(stream) { $0.contains("keep-alive") }
+        close(stream)
+        let deadline = Date().addingTimeInterval(5)
+        while !ended.load(ordering: .relaxed) && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        let returned = ended.load(ordering: .relaxed)
+        #expect(returned)
+    }
+}
