@@ -58,6 +58,10 @@ public struct EvaluatorConfiguration: Sendable {
     /// A standby keeps the outbox rows of this many last seconds unsent, to publish them at
     /// takeover (overlap is harmless: event ids are deterministic); older ones are dropped.
     public var standbyWindow: Double = 60
+    /// Characters refused in ids that would become topic levels (subjects, regions), beyond
+    /// `/`, `+`, `#`: on a NATS broker (`topics.natsSafe`) `.`, space, `*`, `>` and tabs,
+    /// which NATS answers by closing the connection.
+    public var forbiddenIDCharacters: Set<Character> = []
     public var log: LogSettings
 
     public init(
@@ -97,6 +101,7 @@ public struct EvaluatorConfiguration: Sendable {
         let role = reader.choice("evaluator.role", default: LeasePolicy.Role.active)
         let leaseWait = reader.double("evaluator.leaseWait", default: 1, range: 0...60)
         let standbyWindow = reader.double("evaluator.standbyWindow", default: 60, range: 1...86_400)
+        let natsSafe = reader.bool("topics.natsSafe", default: false)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
         if prefix.isEmpty || prefix.hasSuffix("/") || prefix.utf8.contains(where: { $0 == 0x2B || $0 == 0x23 }) {
@@ -134,6 +139,7 @@ public struct EvaluatorConfiguration: Sendable {
         configuration.role = role
         configuration.leaseWait = leaseWait
         configuration.standbyWindow = standbyWindow
+        if natsSafe { configuration.forbiddenIDCharacters = [".", " ", "*", ">", "\t"] }
         return configuration
     }
 

@@ -629,6 +629,18 @@ final class EvaluatorRuntime {
         } catch {
             return reject(row, venue: venue, error)
         }
+        if !configuration.forbiddenIDCharacters.isEmpty {
+            for input in inputs {
+                for id in input.topicIDs {
+                    guard let bad = id.first(where: configuration.forbiddenIDCharacters.contains) else { continue }
+                    return reject(
+                        row, venue: venue,
+                        InboundError(
+                            code: "id",
+                            "the id '\(id)' holds '\(bad)', which this broker refuses in topics (topics.natsSafe)"))
+                }
+            }
+        }
         var outputs: [EvaluatorOutput] = []
         for input in inputs {
             note(input, venue: venue, received: row.received)

@@ -36,7 +36,8 @@ struct NATSClusterTests {
         let hosts = cluster.nodes.map { "127.0.0.1:\($0.mqttPort)" }.joined(separator: ",")
         let clientID = "perimeter-evaluator-tier"
         let configPath = try Tier.evaluatorConfiguration(
-            in: directory, broker: ["hosts": .string(hosts), "protocol": "3.1.1", "clientId": .string(clientID)])
+            in: directory, broker: ["hosts": .string(hosts), "protocol": "3.1.1", "clientId": .string(clientID)],
+            extra: ["topics": ["natsSafe": true]])
         // JetStream creates the MQTT streams on the first connection; subscribing makes a
         // durable consumer per filter, which takes a while on a busy machine.
         let evaluator = try await Tier.startEvaluator(configPath, timeout: .seconds(60), cleanup: cleanup)
@@ -50,6 +51,7 @@ struct NATSClusterTests {
         }
         try await consumer.connect(timeout: .seconds(20))
         for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
+        try await consumer.subscribe("\(Tier.root)/deadletter/evaluator", qos: .atLeastOnce)
         let publisher = try MQTTClient(Self.client("agent", port: cluster.nodes[1].mqttPort))
         cleanup.add { await publisher.disconnect() }
         try await publisher.connect(timeout: .seconds(20))
@@ -57,6 +59,12 @@ struct NATSClusterTests {
         #expect(cluster.node(of: clientID) == 0, "the evaluator should be on the first node of broker.hosts")
 
         let t0 = Int(Date().timeIntervalSince1970)
+        // An id NATS refuses in topics ('.'): with topics.natsSafe it is dead-lettered, and the
+        // evaluator goes on (without it, NATS would close its connection on every publish).
+        try await Tier.visit(publisher, subject: "s.dot", t: t0 - 5)
+        try await inbox.waitFor("the dead letter for s.dot", timeout: .seconds(30)) { messages in
+            messages.contains { $0.topic.hasSuffix("/deadletter/evaluator") && $0.payloadString.contains("s.dot") }
+        }
         let before = (1...5).map { "before-\($0)" }
         for (index, subject) in before.enumerated() { try await Tier.visit(publisher, subject: subject, t: t0 + index) }
         try await inbox.waitFor("the events before the kill", timeout: .seconds(30)) {

@@ -22,7 +22,9 @@ enum Tier {
 
     /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E;
     /// everyone authorized) with the given `broker.*` settings; returns its path.
-    static func evaluatorConfiguration(in directory: URL, broker: JSONObject) throws -> String {
+    static func evaluatorConfiguration(
+        in directory: URL, broker: JSONObject, extra: JSONObject = [:]
+    ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         let regions: JSONValue = [
             "type": "FeatureCollection",
@@ -35,7 +37,7 @@ enum Tier {
         ]
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
         let venueSettings: JSONValue = ["regions": .string(regionsPath), "privacy": ["open": true]]
-        let config: JSONValue = [
+        var config: JSONObject = [
             "broker": .object(broker),
             "evaluator": [
                 "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
@@ -44,8 +46,9 @@ enum Tier {
             "venues": .object(JSONObject([(venue, venueSettings)])),
             "log": ["level": "info"],
         ]
+        for (key, value) in extra { config[key] = value }
         let path = directory.appendingPathComponent("evaluator.json").path
-        try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+        try JSONValue.object(config).serialized().write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
 

@@ -142,3 +142,16 @@ public struct InboundError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { field.isEmpty ? message : "\(field): \(message)" }
 }
+
+extension Inbound {
+    /// The ids this input would put into outbound topic levels (subjects, regions).
+    public var topicIDs: [String] {
+        switch self {
+        case .fix(let fix): [fix.subject]
+        case .beacons(let report): report.subject.map { [$0] } ?? [report.agent]
+        case .tags(let report): report.sightings.map(\.subject)
+        case .regionUpsert(let region): [region.id]
+        default: []
+        }
+    }
+}
