@@ -249,7 +249,7 @@ final class EvaluatorRuntime {
         logger.info(
             "evaluator running",
             metadata: [
-                "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string(mqtt.endpoint),
+                "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string("\(client.endpoint)"),
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
         if publishing { try await publishUnsent(client) }

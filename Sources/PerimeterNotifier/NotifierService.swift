@@ -177,7 +177,7 @@ final class NotifierRuntime {
         logger.info(
             "notifier running",
             metadata: [
-                "venues": .string(venues.keys.sorted().joined(separator: ",")), "broker": .string(mqtt.endpoint),
+                "venues": .string(venues.keys.sorted().joined(separator: ",")), "broker": .string("\(client.endpoint)"),
                 "channels": .string(channelNames.sorted().joined(separator: ",")),
                 "database": .string(configuration.databasePath),
             ])
