@@ -9,8 +9,8 @@ struct DashboardCommandTests {
     func upWithDashboard() async throws {
         let child = try ChildProcess(
             Products.executable("perimeter"),
-            ["up", "--duration", "20", "--dashboard", "127.0.0.1:0", "--set", "venue.regions=\(CLIFixtures.museum)"])
-        let output = try await child.waitForLine(containing: "dashboard at http://", timeout: .seconds(30))
+            ["up", "--duration", "120", "--dashboard", "127.0.0.1:0", "--set", "venue.regions=\(CLIFixtures.museum)"])
+        let output = try await child.waitForLine(containing: "dashboard at http://", timeout: .seconds(90))
         let line = try #require(output.split(separator: "\n").first { $0.contains("dashboard at http://") })
         let port = try #require(Int(line.split(separator: ":").last!.dropLast()))
         let page = try httpGet(port: port, path: "/")

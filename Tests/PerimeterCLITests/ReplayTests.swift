@@ -210,13 +210,15 @@ struct UpTests {
     }
 
     @Test(
-        "up --duration 30 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit, ranging and notifications; the feed is readable; nothing is left running"
+        "up --duration 60 --broker-port P: a subscriber on P sees the simulated visitors' enter, exit, ranging and notifications; the feed is readable; nothing is left running"
     )
     func upDemo() async throws {
         let port = try MosquittoBroker.freeLoopbackPort()
         let child = try ChildProcess(
             Products.executable("perimeter"),
-            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "30", "--broker-port", "\(port)"])
+            // 30 s is enough on a quiet machine; under the whole suite on two cores start-up alone
+            // can take a good part of it.
+            ["up", "--venue", CLIFixtures.venue("museum"), "--duration", "60", "--broker-port", "\(port)"])
         // Read its output as it comes: a full pipe would block up's writes (and so up itself).
         let drain = Task {
             while !Task.isCancelled {

@@ -64,7 +64,7 @@ struct MQTTFailoverTests {
         // A QoS 1 publish made while the connection is down waits in the client and goes to
         // whichever broker it reaches next; the call returns on that broker's PUBACK. Retained,
         // so that a later subscriber on the second broker can see that it arrived there.
-        try await withTimeout(.seconds(2), "the sender noticing the lost connection") {
+        try await withTimeout(.seconds(20), "the sender noticing the lost connection") {
             for await state in sender.connectionStates() where !state.isConnected { return }
         }
         let inFlight = Task { try await sender.publish("t/during", "during", qos: .atLeastOnce, retain: true) }
