@@ -66,9 +66,12 @@ struct GPSDSourceTests {
             // sentences so that our client is watching before the first fix; gpsd is found on
             // PATH (/usr/sbin).
             let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+            // WRITE_PAD and -W: gpsfake's own pacing and patience, raised for a loaded machine
+            // (it gives up with "Test timed out: maybe increase WRITE_PAD").
             let fake = try ChildProcess(
-                gpsfake, ["-1", "-n", "-q", "-c", "0.05", "-P", "\(port)", try Fixtures.path("nmea/\(name)")],
-                environment: ["PATH": path])
+                gpsfake,
+                ["-1", "-n", "-q", "-c", "0.05", "-W", "240", "-P", "\(port)", try Fixtures.path("nmea/\(name)")],
+                environment: ["PATH": path, "WRITE_PAD": "0.005"])
             let collected = Collected()
             let log = InMemoryLogHandler()
             let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
@@ -79,7 +82,9 @@ struct GPSDSourceTests {
                 daemons = childProcesses(of: fake.subprocess.pid)
                 task = Task { try await source.run { collected.add($0) } }
                 // Until the last fix has arrived (the capture is fed once).
-                try await waitUntil("the last fix through gpsfake") { collected.readings.last == expected.last }
+                try await waitUntil("the last fix through gpsfake", timeout: .seconds(180)) {
+                    collected.readings.last == expected.last
+                }
                 try await Task.sleep(for: .milliseconds(200))
             } catch {
                 Issue.record("\(name): \(error); gpsfake said: \(fake.output)")

@@ -60,12 +60,15 @@ struct MQTTFailoverTests {
         try await sender.publish("t/failover/x", "before", qos: .atLeastOnce)
         try await inbox.waitFor("'before'") { $0.contains { $0.payloadString == "before" } }
 
+        // Watch the sender's states from before the kill: it may lose the connection and reach
+        // the second broker before this task runs again.
+        let states = sender.connectionStates()
         first.kill()
         // A QoS 1 publish made while the connection is down waits in the client and goes to
         // whichever broker it reaches next; the call returns on that broker's PUBACK. Retained,
         // so that a later subscriber on the second broker can see that it arrived there.
         try await withTimeout(.seconds(20), "the sender noticing the lost connection") {
-            for await state in sender.connectionStates() where !state.isConnected { return }
+            for await state in states where !state.isConnected { return }
         }
         let inFlight = Task { try await sender.publish("t/during", "during", qos: .atLeastOnce, retain: true) }
         try await waitUntilConnected(subscriber, to: second.port)
