@@ -266,12 +266,15 @@ struct BenchPipelineCommand: ParsableCommand {
     ///   as `bench mqtt` does, reorders neighbouring messages.
     static func publishAll(
         _ messages: [(topic: String, payload: [UInt8])], endpoint: (host: String, port: Int), qos: QoS,
-        clientID: String, topic rewrite: ((String) -> String)? = nil
+        clientID: String, topic rewrite: ((String) -> String)? = nil,
+        protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
     ) async throws -> Published {
         let outgoing = messages.map {
             MQTTMessage(topic: rewrite?($0.topic) ?? $0.topic, payload: $0.payload, qos: qos)
         }
-        let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
+        var configuration = MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID)
+        configuration.protocolVersion = protocolVersion
+        let publisher = try MQTTClient(configuration)
         try await publisher.connect()
         let started = ContinuousClock.now
         var start = 0
@@ -297,10 +300,12 @@ struct BenchPipelineCommand: ParsableCommand {
     /// was handed to the client.
     static func publishPaced(
         _ messages: [(topic: String, payload: [UInt8])], rate: Double, endpoint: (host: String, port: Int), qos: QoS,
-        clientID: String
+        clientID: String, protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
     ) async throws -> Paced {
         let outgoing = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: qos) }
-        let publisher = try MQTTClient(MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID))
+        var configuration = MQTTConfiguration(host: endpoint.host, port: endpoint.port, clientID: clientID)
+        configuration.protocolVersion = protocolVersion
+        let publisher = try MQTTClient(configuration)
         try await publisher.connect()
         var sent: [ContinuousClock.Instant] = []
         sent.reserveCapacity(messages.count)
@@ -360,7 +365,7 @@ struct EvaluatorProcess {
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
     static func start(
         directory: URL, regionsPath: String, port: Int, instance: String = "bench",
-        venues: [String] = [BenchPipelineWorkload.venue]
+        venues: [String] = [BenchPipelineWorkload.venue], protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
     ) throws -> EvaluatorProcess {
         let databasePath = directory.appendingPathComponent("evaluator-\(instance).sqlite").path
         let configPath = directory.appendingPathComponent("evaluator-\(instance).json").path
@@ -377,8 +382,9 @@ struct EvaluatorProcess {
         let config: JSONValue = [
             "broker": [
                 "host": "127.0.0.1", "port": .number(Double(port)), "clientId": .string("perimeter-bench-\(instance)"),
+                "protocol": .string("\(protocolVersion)"),
             ],
-            "topics": ["prefix": .string(BenchPipelineWorkload.prefix)],
+            "topics": ["prefix": .string(BenchPipelineWorkload.prefix), "natsSafe": .bool(protocolVersion == .v311)],
             "evaluator": [
                 "instance": .string(instance), "database": .string(databasePath), "statsInterval": 1, "leaseWait": 0,
             ],
@@ -463,12 +469,14 @@ final class EventSink: Sendable {
     /// Subscribes to the venue's enter and exit topics (or `filters`).
     static func connect(
         endpoint: (host: String, port: Int), filters: [String]? = nil, qos: QoS = .atLeastOnce,
-        keepPayloads: Bool = true, name: String = "events"
+        keepPayloads: Bool = true, name: String = "events",
+        protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
     ) async throws -> EventSink {
         let topics = Topics(prefix: BenchPipelineWorkload.prefix, venue: BenchPipelineWorkload.venue)
         let state = Locked<[Arrival]>([])
         var configuration = MQTTConfiguration(
             host: endpoint.host, port: endpoint.port, clientID: "bench-\(name)-\(getpid())")
+        configuration.protocolVersion = protocolVersion
         // Arrivals are recorded in the callback; the message stream is not read.
         configuration.inboundBufferSize = 1
         let client = try MQTTClient(configuration) { message in
@@ -526,14 +534,17 @@ final class EvaluatorWatch: Sendable {
         self.stats = stats
     }
 
-    static func connect(endpoint: (host: String, port: Int), instance: String = "bench") async throws -> EvaluatorWatch
-    {
+    static func connect(
+        endpoint: (host: String, port: Int), instance: String = "bench",
+        protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
+    ) async throws -> EvaluatorWatch {
         let statusTopic = "\(BenchPipelineWorkload.prefix)/_sys/evaluator/\(instance)/status"
         let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: instance)
         let status = Locked<String?>(nil)
         let stats = Locked<String?>(nil)
         var configuration = MQTTConfiguration(
             host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(instance)-\(getpid())")
+        configuration.protocolVersion = protocolVersion
         configuration.inboundBufferSize = 1
         let client = try MQTTClient(configuration) { message in
             if message.topic == statusTopic { status.withLock { $0 = message.payloadString } }

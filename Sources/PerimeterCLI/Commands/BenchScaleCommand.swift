@@ -47,6 +47,11 @@ struct BenchScaleCommand: ParsableCommand {
     @Option(help: "An existing broker tier instead of a private mosquitto.", valueName: "host:port")
     var broker: String?
 
+    @Option(help: "MQTT protocol: 5 (default) or 3.1.1 (a NATS cluster's MQTT).", valueName: "version")
+    var `protocol`: String = "5"
+
+    var protocolVersion: MQTTConfiguration.ProtocolVersion { `protocol` == "3.1.1" ? .v311 : .v5 }
+
     mutating func validate() throws {
         guard (1...10_000).contains(venues) else { throw ValidationError("--venues must be 1…10,000") }
         guard (1...1_000_000).contains(subjects) else { throw ValidationError("--subjects must be 1…1,000,000") }
@@ -55,6 +60,7 @@ struct BenchScaleCommand: ParsableCommand {
         }
         guard rounds >= 1 else { throw ValidationError("--rounds must be positive") }
         if let latencyRate, latencyRate <= 0 { throw ValidationError("--latency-rate must be positive") }
+        guard ["5", "3.1.1"].contains(`protocol`) else { throw ValidationError("--protocol must be 5 or 3.1.1") }
         if let broker, broker.split(separator: ":").count != 2 || Int(broker.split(separator: ":")[1]) == nil {
             throw ValidationError("--broker must be host:port")
         }
@@ -85,7 +91,7 @@ struct BenchScaleCommand: ParsableCommand {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         print(
-            "perimeter bench scale: \(venues) venues × \(subjects) subjects (\(venues * subjects) subjects), \(regions) circles + 10 beacon regions per venue, \(rounds) reports per subject at peak, broker \(broker ?? "private mosquitto per run"), \(ProcessInfo.processInfo.activeProcessorCount) cores"
+            "perimeter bench scale: MQTT \(`protocol`), \(venues) venues × \(subjects) subjects (\(venues * subjects) subjects), \(regions) circles + 10 beacon regions per venue, \(rounds) reports per subject at peak, broker \(broker ?? "private mosquitto per run"), \(ProcessInfo.processInfo.activeProcessorCount) cores"
         )
         let one = try await measure(evaluators: 1, workload: workload, regionsPath: regionsPath, rate: latencyRate)
         report(one)
@@ -135,8 +141,9 @@ struct BenchScaleCommand: ParsableCommand {
             processes.append(
                 try EvaluatorProcess.start(
                     directory: runDirectory, regionsPath: regionsPath, port: endpoint.port, instance: instance,
-                    venues: shard))
-            let watch = try await EvaluatorWatch.connect(endpoint: endpoint, instance: instance)
+                    venues: shard, protocolVersion: protocolVersion))
+            let watch = try await EvaluatorWatch.connect(
+                endpoint: endpoint, instance: instance, protocolVersion: protocolVersion)
             try await watch.waitOnline(processes.last!, timeout: .seconds(30))
             await watch.client.disconnect()
         }
@@ -149,7 +156,7 @@ struct BenchScaleCommand: ParsableCommand {
         let sink = try await EventSink.connect(
             endpoint: endpoint,
             filters: ["\(BenchPipelineWorkload.prefix)/+/enter/#", "\(BenchPipelineWorkload.prefix)/+/exit/#"],
-            name: "scale-\(run)")
+            name: "scale-\(run)", protocolVersion: protocolVersion)
         var expected: [String: Int] = [:]
         var sent: [Int: ContinuousClock.Instant] = [:]
         var global = 0
@@ -177,7 +184,8 @@ struct BenchScaleCommand: ParsableCommand {
         // Warm-up.
         let warm = messages(rounds: 0..<1)
         let warmStart = try await BenchPipelineCommand.publishAll(
-            warm, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-warm-\(run)")
+            warm, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-warm-\(run)", protocolVersion: protocolVersion
+        )
         _ = try await sink.wait(
             for: expected.count, since: warmStart.started, evaluator: nil, stall: 30, phase: "warm-up")
         try await Task.sleep(for: .milliseconds(500))
@@ -185,7 +193,8 @@ struct BenchScaleCommand: ParsableCommand {
         let before = sink.count
         let peakMessages = messages(rounds: 1..<(1 + rounds))
         let peak = try await BenchPipelineCommand.publishAll(
-            peakMessages, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-peak-\(run)")
+            peakMessages, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-peak-\(run)",
+            protocolVersion: protocolVersion)
         let peakEnd = try await sink.wait(
             for: expected.count, since: peak.started, evaluator: nil, stall: 30, phase: "peak")
         let peakSeconds = BenchPipelineCommand.seconds(peakEnd - peak.started)
@@ -205,7 +214,8 @@ struct BenchScaleCommand: ParsableCommand {
         let latencyMessages = messages(rounds: (1 + rounds)..<(1 + rounds + latencyRounds))
         let latencyBefore = sink.count
         let paced = try await BenchPipelineCommand.publishPaced(
-            latencyMessages, rate: latencyRate, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-paced-\(run)")
+            latencyMessages, rate: latencyRate, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-paced-\(run)",
+            protocolVersion: protocolVersion)
         for (offset, time) in paced.sent.enumerated() { sent[firstLatency + offset] = time }
         _ = try await sink.wait(for: expected.count, since: paced.started, evaluator: nil, stall: 30, phase: "latency")
         var latencies: [Double] = []
