@@ -31,6 +31,11 @@ public struct EvaluatorService: Service {
     }
 }
 
+/// Whether a background snapshot has landed.
+final class SnapshotWriting: Sendable {
+    let done = Atomic<Bool>(false)
+}
+
 /// What the evaluator counts, published on `{prefix}/_sys/evaluator/{instance}/stats`.
 struct EvaluatorStats {
     var observations: [String: Int] = [:]
@@ -158,18 +163,63 @@ final class EvaluatorRuntime {
         if sinceSnapshot >= configuration.snapshotEvery { try takeSnapshot() }
     }
 
-    /// Saves the whole state as of the cursor and drops the journal up to it.
-    private func takeSnapshot() throws {
-        let started = ContinuousClock.now
-        let snapshot = Snapshot(
+    private var currentSnapshot: Snapshot {
+        Snapshot(
             venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
             clockEvents: clocks.mapValues(\.event), clockWalls: clocks.mapValues(\.wall))
-        let data = try VenueEvaluator.snapshotEncoder().encode(snapshot)
+    }
+
+    /// Saves the whole state as of the cursor and drops the journal up to it, now (at start,
+    /// at shutdown, after an erasure: the old snapshot must not outlive the subject).
+    private func takeSnapshot() throws {
+        let started = ContinuousClock.now
+        waitForBackgroundSnapshot()
+        let data = try VenueEvaluator.snapshotEncoder().encode(currentSnapshot)
         try store.saveSnapshot(seq: cursor, data: Array(data))
         sinceSnapshot = 0
         logger.info(
             "snapshot taken",
             metadata: ["seq": "\(cursor)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)"])
+    }
+
+    /// The periodic snapshot: the state is copied here (cheap: value types), then encoded and
+    /// written on a thread of its own through its own connection, so that processing does not
+    /// stop for it (it took ~0.3 s at 4,000 subjects, which was the p99 of `bench scale`).
+    /// At most one is in flight; a crash before it lands leaves the previous snapshot and the
+    /// journal after it, as before.
+    private func takeSnapshotInBackground() {
+        if let writing = snapshotWriting, !writing.done.load(ordering: .acquiring) { return }
+        let snapshot = currentSnapshot
+        let seq = cursor
+        let path = configuration.databasePath
+        let logger = logger
+        let writing = SnapshotWriting()
+        snapshotWriting = writing
+        sinceSnapshot = 0
+        Thread.detachNewThread {
+            defer { writing.done.store(true, ordering: .releasing) }
+            let started = ContinuousClock.now
+            do {
+                let data = try VenueEvaluator.snapshotEncoder().encode(snapshot)
+                try EvaluatorStore(path: path).saveSnapshot(seq: seq, data: Array(data))
+                logger.info(
+                    "snapshot taken",
+                    metadata: [
+                        "seq": "\(seq)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)",
+                        "background": "true",
+                    ])
+            } catch {
+                logger.error(
+                    "snapshot failed; the journal is kept and the next snapshot tries again",
+                    metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private var snapshotWriting: SnapshotWriting?
+
+    private func waitForBackgroundSnapshot() {
+        while let writing = snapshotWriting, !writing.done.load(ordering: .acquiring) { usleep(1000) }
     }
 
     /// Journals each venue's regions file when it differs from what the journal last applied.
@@ -436,9 +486,11 @@ final class EvaluatorRuntime {
             // and other ephemeral messages are the active's to send.
             if publishing { try await publish(toPublish, ephemeral: ephemeral, client) }
             // After an erasure the old snapshot still holds the subject: replace it now.
-            if sinceSnapshot >= configuration.snapshotEvery || snapshotSoon {
+            if snapshotSoon {
                 snapshotSoon = false
                 try takeSnapshot()
+            } else if sinceSnapshot >= configuration.snapshotEvery {
+                takeSnapshotInBackground()
             }
         }
     }

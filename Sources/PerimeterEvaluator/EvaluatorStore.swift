@@ -168,8 +168,12 @@ public final class EvaluatorStore {
     // MARK: - Snapshots
 
     /// Stores the state as of journal row `seq` and drops the journal up to it, in one transaction.
+    /// A snapshot older than the one stored is not written (two writers, one of them late, can
+    /// never put an older state over a newer one whose journal is already gone).
     public func saveSnapshot(seq: Int64, data: [UInt8]) throws {
         try database.transaction {
+            let stored = Int64(try database.scalar("SELECT seq FROM snapshot WHERE id = 1")?.int ?? -1)
+            guard seq > stored else { return }
             _ = try database.run(
                 "INSERT OR REPLACE INTO snapshot(id, seq, data, t) VALUES (1, ?, ?, ?)", seq, data,
                 Date().timeIntervalSince1970)
