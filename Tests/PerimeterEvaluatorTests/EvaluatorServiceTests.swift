@@ -343,17 +343,23 @@ struct EvaluatorHealthTests {
             ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
         try await harness.publish(harness.topics.gps(agent: "v1"), ["lat": "bad"])
         try await harness.waitFor("enter") { $0.contains { $0.topic.hasSuffix("/enter/hall/v1") } }
-        try await Task.sleep(for: .milliseconds(300))
-        let metrics = try httpGet(port: port, path: "/metrics")
-        #expect(metrics.status == 200)
-        for series in [
+        let expected = [
             #"perimeter_events_total{event="enter",venue="test"} 1"#,
             #"perimeter_observations_total{result="accepted",venue="test"}"#,
             #"perimeter_observations_total{result="rejected",venue="test"} 1"#,
             "perimeter_outbox_pending 0", "perimeter_broker_connected 1",
             #"perimeter_observation_to_event_seconds_bucket{le="+Inf"} 1"#, "perimeter_delivery_seconds_count",
             "# TYPE perimeter_observation_to_event_seconds histogram",
-        ] {
+        ]
+        // The enter can arrive before the evaluator has counted the bad message and its own
+        // acknowledgements: read until every series is there (or 30 s), then say what is missing.
+        var metrics = try httpGet(port: port, path: "/metrics")
+        for _ in 0..<300 where !expected.allSatisfy(metrics.body.contains) {
+            try await Task.sleep(for: .milliseconds(100))
+            metrics = try httpGet(port: port, path: "/metrics")
+        }
+        #expect(metrics.status == 200)
+        for series in expected {
             #expect(metrics.body.contains(series), "missing \(series)")
         }
         let healthy = try httpGet(port: port, path: "/healthz")

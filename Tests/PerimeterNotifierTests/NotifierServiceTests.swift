@@ -161,6 +161,12 @@ struct NotifierServiceTests {
             #expect(dead?["key"]?.stringValue == "ev-c:r3" && dead?["attempts"]?.intValue == 3)
             #expect(dead?["reason"]?.stringValue == "HTTP 503")
 
+            // The receiver records a request before the notifier has read its answer and counted it.
+            try await harness.waitFor("both successful deliveries counted") {
+                let metrics = (try? httpGet(port: metricsPort, path: "/metrics").body) ?? ""
+                return metrics.contains(#"perimeter_notification_latency_seconds_count{channel="limited"} 1"#)
+                    && metrics.contains(#"perimeter_notifications_total{channel="retrying",result="sent"} 1"#)
+            }
             let metrics = try httpGet(port: metricsPort, path: "/metrics").body
             for line in [
                 #"perimeter_notifications_total{channel="retrying",result="retried"} 1"#,
