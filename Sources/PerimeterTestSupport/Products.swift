@@ -32,11 +32,14 @@ public final class ChildProcess: Sendable {
     public let subprocess: Subprocess
     private let reader: FileHandle
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        stdin: Subprocess.Stream = .null
+    ) throws {
         let pipe = Pipe()
         subprocess = try Subprocess.spawn(
             executable, arguments,
-            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } },
+            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { $1 } }, stdin: stdin,
             stdout: .descriptor(pipe.fileHandleForWriting.fileDescriptor),
             stderr: .descriptor(pipe.fileHandleForWriting.fileDescriptor))
         try pipe.fileHandleForWriting.close()

@@ -85,18 +85,29 @@ final class NATSCluster: Sendable {
 
     /// Polls every node's `/jsz` until each knows the same JetStream meta leader and every MQTT
     /// port accepts connections.
-    func waitUntilFormed(timeout: Duration = .seconds(30)) async throws {
+    func waitUntilFormed(timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         var last = ""
         while ContinuousClock.now < deadline {
-            let leaders = nodes.map { node -> String? in
-                guard let response = try? httpGet(port: node.httpPort, path: "/jsz"),
-                    let json = try? JSONParser.parse(Array(response.body.utf8)).objectValue,
-                    let leader = json["meta_cluster"]?.objectValue?["leader"]?.stringValue, !leader.isEmpty
-                else { return nil }
-                return leader
+            // Each node's meta leader, or what its monitor said instead (kept for the failure message).
+            let views = nodes.map { node -> (leader: String?, said: String) in
+                let response: (status: Int, body: String)
+                do { response = try httpGet(port: node.httpPort, path: "/jsz") } catch {
+                    return (nil, "\(node.name): \(error)")
+                }
+                guard let json = try? JSONParser.parse(Array(response.body.utf8)).objectValue else {
+                    return (nil, "\(node.name): HTTP \(response.status), not JSON: \(response.body.prefix(200))")
+                }
+                let meta = json["meta_cluster"]?.objectValue
+                guard let leader = meta?["leader"]?.stringValue, !leader.isEmpty else {
+                    return (
+                        nil, "\(node.name): no leader in \(meta.map { "\(JSONValue.object($0))" } ?? "no meta_cluster")"
+                    )
+                }
+                return (leader, "\(node.name): \(leader)")
             }
-            last = "\(leaders)"
+            let leaders = views.map(\.leader)
+            last = views.map(\.said).joined(separator: "; ")
             if leaders.allSatisfy({ $0 != nil }) && Set(leaders).count == 1
                 && nodes.allSatisfy({ MosquittoBroker.accepts(port: $0.mqttPort) })
             {

@@ -254,6 +254,12 @@ struct EvaluatorServiceTests {
             if index == 40 {
                 // Killed once it has worked a while (with snapshots on, after at least one).
                 try await harness.waitFor("the first enter") { $0.contains { $0.topic.contains("/enter/") } }
+                if snapshotEvery != nil {
+                    // Periodic snapshots are written in the background: kill once one has landed.
+                    _ = try await harness.waitFor("a periodic snapshot", timeout: .seconds(60)) { _ in
+                        harness.evaluatorOutput.contains("background=true")
+                    }
+                }
                 harness.killEvaluator()
             }
             if index == 70 { try await harness.startEvaluator() }

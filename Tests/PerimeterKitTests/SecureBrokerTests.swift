@@ -236,8 +236,7 @@ func connectFailure(_ configuration: MQTTConfiguration, timeout: Duration = .sec
     do {
         client = try MQTTClient(configuration)
     } catch {
-        let reason = "\(error)"
-        return error as? MQTTError ?? MQTTError(.invalidArgument, operation: "MQTTClient", reason: reason)
+        return error  // MQTTClient.init throws MQTTError only (typed throws)
     }
     var failure: MQTTError?
     do {
