@@ -159,7 +159,11 @@ enum DashboardPage {
           for (const entry of ((state && state.ranging[subject]) || [])) {
             for (const b of entry.beacons) {
               const id = b.uuid ? b.uuid + " " + b.major + "/" + b.minor : (b.namespace ? b.namespace + " " + b.instance : b.id1);
-              list.append(text("li", entry.region + ": " + id + " — " + b.proximity + ", " + b.accuracy + " m, " + b.rssi + " dBm"));
+              // `unknown`: not heard since the last report (accuracy -1, rssi 0 say nothing).
+              const heard = b.proximity === "unknown"
+                ? "unknown, last heard " + String(b.lastSeen || "").slice(11, 19)
+                : b.proximity + ", " + b.accuracy + " m, " + b.rssi + " dBm";
+              list.append(text("li", entry.region + ": " + id + " — " + heard));
             }
           }
         }

@@ -628,9 +628,9 @@ final class EvaluatorRuntime {
 
     private func publishStats(_ client: MQTTClient, journal: ArrivalJournal) async {
         let depth = (try? store.database.scalar("SELECT count(*) FROM inbox WHERE seq > ?", cursor)?.int) ?? 0
-        metrics.set("perimeter_queue_depth", Double(depth ?? 0))
+        metrics.set("perimeter_queue_depth", Double(depth))
         let payload = stats.payload(
-            queueDepth: depth ?? 0, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
+            queueDepth: depth, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
             journalFailures: journal.failed.load(ordering: .relaxed))
         try? await client.publish(
             Topics.stats(prefix: configuration.prefix, component: "evaluator", instance: configuration.instance),

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -140,12 +141,20 @@ public final class Subprocess: Sendable {
 
     public var isRunning: Bool { poll() == nil }
 
-    /// Waits for the child to end, polling so that no thread blocks.
+    /// Waits for the child to end, polling so that no thread blocks. Cancellation does not end
+    /// the wait (the child has not ended); it only stops `Task.sleep`, so the pauses between
+    /// polls come from a timer instead (a cancelled waiter once spun a core at 100 %).
     @discardableResult
     public func wait() async -> Termination {
         while true {
             if let termination = poll() { return termination }
-            try? await Task.sleep(for: .milliseconds(5))
+            if Task.isCancelled {
+                await withCheckedContinuation { (resume: CheckedContinuation<Void, Never>) in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { resume.resume() }
+                }
+            } else {
+                try? await Task.sleep(for: .milliseconds(5))
+            }
         }
     }
 

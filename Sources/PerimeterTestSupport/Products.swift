@@ -85,10 +85,19 @@ public final class ChildProcess: Sendable {
         subprocess.waitBlocking()
     }
 
-    /// Waits for exit; returns how it ended and everything it wrote.
+    /// Waits for exit, reading its output meanwhile (a child blocked on a full pipe never exits);
+    /// returns how it ended and everything it wrote. Cancelled (a timeout gave up on it), it kills
+    /// the child rather than leave it running after the test.
     public func finish() async -> (termination: Subprocess.Termination, output: String) {
-        let termination = await subprocess.wait()
-        return (termination, output)
+        while true {
+            drain()
+            if let termination = subprocess.poll() { return (termination, output) }
+            if Task.isCancelled {
+                kill(SIGKILL)
+                return (subprocess.poll() ?? .signalled(SIGKILL), output)
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
     }
 }
 

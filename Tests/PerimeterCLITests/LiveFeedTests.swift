@@ -7,7 +7,7 @@ import Testing
 @Suite("perimeter up's live feed")
 struct LiveFeedTests {
     static func feed() throws -> LiveFeed {
-        let regions = try RegionParser.parse(
+        let regions = RegionParser.parse(
             bytes: Array(
                 #"{"type":"FeatureCollection","features":[{"type":"Feature","id":"gallery-1","properties":{"name":"Antiquities","radius":10},"geometry":{"type":"Point","coordinates":[2.3,48.8]}}]}"#
                     .utf8)

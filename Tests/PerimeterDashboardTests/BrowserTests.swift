@@ -144,6 +144,9 @@ struct BrowserTests {
             let url = try #require(line.split(separator: " ").last.map(String.init))
             let dashboardPort = try #require(Int(url.split(separator: ":").last!.dropLast()))
             try await waitForHealth(port: dashboardPort) { $0.hasPrefix("ok") }
+            // The evaluator's first session exists once it has subscribed: an observation sent
+            // before that reaches nobody (the dashboard can be up a second earlier).
+            try await up.waitForLine(containing: "evaluator running", timeout: .seconds(60))
             let publisher = try MQTTClient(MQTTConfiguration(port: port, clientID: "browser-up-publisher"))
             try await publisher.connect(timeout: .seconds(10))
             let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6#visitor-9"]) }

@@ -234,6 +234,10 @@ public struct PrivacyGate: Sendable {
         -> [PrivacyOutput]
     {
         state.now = max(state.now, t)
+        // The removal of a record the gate never held (as after an erasure, whose clearing of the
+        // retained record comes back to the evaluator) changes nothing and publishes nothing:
+        // a fresh diagnostics topic would bring the erased subject back.
+        if record == nil, !knows(subject) { return [] }
         let before = status(of: subject)
         state.records[subject] = record
         if record?.temporary != true { state.usedSinceGrant.remove(subject) }
@@ -363,6 +367,12 @@ public struct PrivacyGate: Sendable {
             state.sessions.filter { $0.value.covers(subject) }.map(\.key).sorted(),
             settings.defaultSessions.contains { $0.covers(subject) }
         )
+    }
+
+    /// Whether the gate holds anything about a subject.
+    private func knows(_ subject: String) -> Bool {
+        state.records[subject] != nil || state.usage[subject] != nil || state.held[subject] != nil
+            || state.diagnostics[subject] != nil
     }
 
     /// Forgets everything about a subject (erasure).

@@ -196,6 +196,17 @@ struct PrivacyGateTests {
         #expect(gate.diagnostics(of: "ann", at: at(6))["serviceSessionRequired"] == true)
     }
 
+    @Test("erasure: the removal of the erased subject's record that comes back afterwards publishes nothing")
+    func erasedStaysErased() {
+        var erased = gate(.always)
+        erased.erase("ann")
+        #expect(erased.apply(authorization: nil, subject: "ann", at: at(2)).isEmpty)
+        #expect(erased.apply(authorization: nil, subject: "bob", at: at(2)).isEmpty, "never known either")
+        // A record removed from a subject the gate holds is news (diagnostics change).
+        var held = gate(.whenInUse)
+        #expect(!held.apply(authorization: nil, subject: "ann", at: at(3)).isEmpty)
+    }
+
     @Test("rule 9: diagnostics follow the inputs and are published only when they change")
     func diagnostics() {
         var gate = PrivacyGate(settings: PrivacySettings(defaultSessions: [everyone]))
