@@ -202,14 +202,31 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
-    /// A port on 127.0.0.1 that was free a moment ago.
+    /// A port on 127.0.0.1 that was free a moment ago, chosen at random below the kernel's
+    /// ephemeral range: a port the kernel picked (bind to 0) can be handed to some outgoing
+    /// connection before the broker binds it (seen when tests ran in parallel: gpsd's "Address
+    /// already in use"). Falls back to the kernel's choice when there is no room below.
     public static func freeLoopbackPort() throws -> Int {
+        let ephemeralLow =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+        if ephemeralLow > 12_000 {
+            for _ in 0..<200 {
+                let port = Int.random(in: 10_000..<ephemeralLow)
+                if (try? bindLoopback(port: port)) == port { return port }
+            }
+        }
+        return try bindLoopback(port: 0)
+    }
+
+    /// Binds a socket to 127.0.0.1:`port` (0: the kernel chooses), closes it, returns the port.
+    private static func bindLoopback(port: Int) throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure.startFailed("socket(): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
