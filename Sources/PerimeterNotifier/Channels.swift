@@ -115,7 +115,7 @@ struct ChannelSender: Sendable {
             body: (record["body"]?.stringValue ?? "") + "\n", messageID: "\(Hex.encode(Array(row.key.utf8)))@perimeter",
             date: Date())
         do {
-            try await Blocking.run { try SMTPClient.send(message, via: relay) }
+            _ = try await Blocking.run { try SMTPClient.send(message, via: relay) }
             return .delivered
         } catch let refused as SMTPClient.Refused {
             return refused.permanent ? .failed("\(refused)") : .retry("\(refused)", after: nil)

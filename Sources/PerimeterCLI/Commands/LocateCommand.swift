@@ -26,7 +26,7 @@ struct LocateCommand: ParsableCommand {
         let loaded = try InputFiles.usableRegions(regions, skipInvalid: skipInvalid)
         let index = GeofenceIndex(loaded.filter(\.isGeographic))
         let name = points ?? "<stdin>"
-        var lines = Lines(data: try InputFiles.read(points)).makeIterator()
+        let lines = Lines(data: try InputFiles.read(points)).makeIterator()
         guard let headerLine = lines.next() else {
             throw ExitCode(1, "\(name): empty input; expected a CSV header with lat and lon")
         }
