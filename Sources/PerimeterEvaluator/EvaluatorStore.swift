@@ -167,17 +167,28 @@ public final class EvaluatorStore {
 
     // MARK: - Snapshots
 
-    /// Stores the state as of journal row `seq` and drops the journal up to it, in one transaction.
-    /// A snapshot older than the one stored is not written (two writers, one of them late, can
-    /// never put an older state over a newer one whose journal is already gone).
-    public func saveSnapshot(seq: Int64, data: [UInt8]) throws {
-        try database.transaction {
+    /// Stores the state as of journal row `seq`, then drops the journal up to it. A snapshot
+    /// older than the one stored is not written (two writers, one of them late, can never put an
+    /// older state over a newer one whose journal is already gone). The journal goes in short
+    /// transactions of `chunk` rows: one DELETE of 50,000 rows held the write lock long enough
+    /// to stall the arrivals being journalled meanwhile. Rows up to the stored snapshot are never
+    /// read again, so a crash halfway only leaves some for the next snapshot to drop.
+    public func saveSnapshot(seq: Int64, data: [UInt8], chunk: Int64 = 2_000) throws {
+        let saved = try database.transaction {
             let stored = Int64(try database.scalar("SELECT seq FROM snapshot WHERE id = 1")?.int ?? -1)
-            guard seq > stored else { return }
+            guard seq > stored else { return false }
             _ = try database.run(
                 "INSERT OR REPLACE INTO snapshot(id, seq, data, t) VALUES (1, ?, ?, ?)", seq, data,
                 Date().timeIntervalSince1970)
-            _ = try database.run("DELETE FROM inbox WHERE seq <= ?", seq)
+            return true
+        }
+        guard saved, var from = try database.scalar("SELECT min(seq) FROM inbox")?.int.map(Int64.init) else {
+            return
+        }
+        while from <= seq {
+            let through = min(seq, from + chunk - 1)
+            _ = try database.run("DELETE FROM inbox WHERE seq <= ?", through)
+            from = through + 1
         }
     }
 

@@ -12,6 +12,13 @@ import PerimeterCore
 /// - A BLE subject (a phone scanning for fixed beacons) alternates between a scan that hears
 ///   one beacon of its region and an empty scan. With `beaconExitTimeout` shorter than
 ///   `interval`, every hearing scan gives an enter and every empty one the exit.
+///
+/// With `transitionEvery` = N > 1 a subject changes sides only every N-th report; the reports
+/// between repeat its side with a little variation (a GPS fix a metre further or nearer, a scan
+/// hearing the beacon a few dB softer): traffic where most observations change nothing, as in
+/// a real venue. Subjects change sides in different rounds (1/N of them in each, so load and
+/// transitions stay even); the last subject changes in rounds that are multiples of N, so a
+/// run of a multiple of N rounds ends on a transition.
 struct BenchPipelineWorkload {
     static let venue = "bench"
     /// The relay baseline's venue level: as long as `venue`, so topics keep their size.
@@ -28,20 +35,27 @@ struct BenchPipelineWorkload {
     let interval: Double
     /// Event time of observation 0.
     let origin: Date
+    /// Reports per change of side (1: every report is a transition).
+    let transitionEvery: Int
 
     private let centres: [GeoPoint]
     private let topics: [String]
     private let subjectIDs: [String]
-    /// Per subject: the inside and outside positions as JSON text (`"lat":…,"lon":…`).
-    private let positions: [(inside: String, outside: String)]
+    /// Per subject: three inside and three outside positions as JSON text (`"lat":…,"lon":…`),
+    /// a metre apart (the first of each is the one used when every report is a transition).
+    private let positions: [(inside: [String], outside: [String])]
 
-    init(subjects: Int, circles: Int, beaconRegions: Int, blePercent: Int, interval: Double, origin: Date) {
+    init(
+        subjects: Int, circles: Int, beaconRegions: Int, blePercent: Int, interval: Double, origin: Date,
+        transitionEvery: Int = 1
+    ) {
         self.subjects = subjects
         self.circles = circles
         self.beaconRegions = beaconRegions
         self.blePercent = blePercent
         self.interval = interval
         self.origin = origin
+        self.transitionEvery = max(1, transitionEvery)
         let side = Int(Double(circles).squareRoot().rounded(.up))
         centres = (0..<circles).map { index in
             Self.offset(
@@ -50,7 +64,7 @@ struct BenchPipelineWorkload {
         let root = Topics(prefix: Self.prefix, venue: Self.venue)
         var topics: [String] = []
         var ids: [String] = []
-        var positions: [(String, String)] = []
+        var positions: [([String], [String])] = []
         for subject in 0..<subjects {
             let id = String(format: "s%06d", subject)
             ids.append(id)
@@ -63,7 +77,7 @@ struct BenchPipelineWorkload {
                 let point = Self.offset(centre, east: meters * sin(bearing), north: meters * cos(bearing))
                 return String(format: "\"lat\":%.7f,\"lon\":%.7f", point.lat, point.lon)
             }
-            positions.append((at(5), at(60)))
+            positions.append(([at(5), at(6), at(4)], [at(60), at(61), at(59)]))
         }
         self.topics = topics
         subjectIDs = ids
@@ -106,14 +120,17 @@ struct BenchPipelineWorkload {
         let round = k / subjects
         let t = origin.addingTimeInterval(Double(round) * interval + Double(subject) * interval / Double(subjects))
         let time = Timestamp.format(t)
+        let shifted = round + (subjects - 1 - subject) % transitionEvery
+        let inside = (shifted / transitionEvery) % 2 == 0
+        let variant = shifted % transitionEvery % 3
         let payload: String
         if Self.isBLE(subject, percent: blePercent) {
             payload =
-                round % 2 == 0
-                ? #"{"t":"\#(time)","adverts":[{"uuid":"\#(Self.uuid)","major":\#(subject % beaconRegions),"minor":\#(subject % 100),"rssi":-62}]}"#
+                inside
+                ? #"{"t":"\#(time)","adverts":[{"uuid":"\#(Self.uuid)","major":\#(subject % beaconRegions),"minor":\#(subject % 100),"rssi":\#(-62 - 2 * variant)}]}"#
                 : #"{"t":"\#(time)","adverts":[]}"#
         } else {
-            let position = round % 2 == 0 ? positions[subject].inside : positions[subject].outside
+            let position = inside ? positions[subject].inside[variant] : positions[subject].outside[variant]
             payload = #"{"subject":"\#(subjectIDs[subject])","t":"\#(time)",\#(position),"acc":5}"#
         }
         return (topics[subject], Array(payload.utf8))

@@ -20,7 +20,9 @@ struct BenchScaleCommand: ParsableCommand {
             evaluator from its venues' events), latency (paced at --latency-rate observations/s,
             default half of the one-evaluator peak, for --latency-seconds; p50/p99 from each
             observation's send to its event's arrival). Ratios compare E evaluators with one.
-            Run on a release build.
+            --transition-every N makes a subject change sides only every N-th report (the
+            reports between change nothing, as most fixes in a real venue): observations/s is
+            then the figure to read. Run on a release build.
             """)
 
     @Option(help: "Venues.", valueName: "n")
@@ -44,6 +46,11 @@ struct BenchScaleCommand: ParsableCommand {
     @Option(help: "Seconds of paced load for the latency figures.", valueName: "s")
     var latencySeconds: Double = 8
 
+    @Option(
+        help: "Reports per change of side (1: every report is a transition; --rounds must be a multiple).",
+        valueName: "n")
+    var transitionEvery: Int = 1
+
     @Option(help: "An existing broker tier instead of a private mosquitto.", valueName: "host:port")
     var broker: String?
 
@@ -59,6 +66,10 @@ struct BenchScaleCommand: ParsableCommand {
             throw ValidationError("--evaluators must be 1…64 and at most --venues")
         }
         guard rounds >= 1 else { throw ValidationError("--rounds must be positive") }
+        guard transitionEvery >= 1, rounds % transitionEvery == 0 else {
+            throw ValidationError(
+                "--transition-every must be positive and divide --rounds (the peak must end on a transition)")
+        }
         if let latencyRate, latencyRate <= 0 { throw ValidationError("--latency-rate must be positive") }
         guard ["5", "3.1.1"].contains(`protocol`) else { throw ValidationError("--protocol must be 5 or 3.1.1") }
         if let broker, broker.split(separator: ":").count != 2 || Int(broker.split(separator: ":")[1]) == nil {
@@ -69,6 +80,7 @@ struct BenchScaleCommand: ParsableCommand {
     struct Figures {
         var evaluators: Int
         var peakEventRate: Double
+        var peakObservationRate: Double
         var perEvaluator: [Double]
         var rssMB: [Double]
         var p50: Double
@@ -87,11 +99,12 @@ struct BenchScaleCommand: ParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         let workload = BenchPipelineWorkload(
             subjects: subjects, circles: regions, beaconRegions: 10, blePercent: 20, interval: 2,
-            origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
+            origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)),
+            transitionEvery: transitionEvery)
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         print(
-            "perimeter bench scale: MQTT \(`protocol`), \(venues) venues × \(subjects) subjects (\(venues * subjects) subjects), \(regions) circles + 10 beacon regions per venue, \(rounds) reports per subject at peak, broker \(broker ?? "private mosquitto per run"), \(ProcessInfo.processInfo.activeProcessorCount) cores"
+            "perimeter bench scale: MQTT \(`protocol`), \(venues) venues × \(subjects) subjects (\(venues * subjects) subjects), \(regions) circles + 10 beacon regions per venue, \(rounds) reports per subject at peak, \(transitionEvery == 1 ? "every report a transition" : "a transition every \(transitionEvery) reports"), broker \(broker ?? "private mosquitto per run"), \(ProcessInfo.processInfo.activeProcessorCount) cores"
         )
         let one = try await measure(evaluators: 1, workload: workload, regionsPath: regionsPath, rate: latencyRate)
         report(one)
@@ -99,7 +112,7 @@ struct BenchScaleCommand: ParsableCommand {
             evaluators: evaluators, workload: workload, regionsPath: regionsPath, rate: one.latencyRate)
         report(many)
         print(
-            "ratio \(evaluators) evaluators / 1: events/s \(String(format: "%.2f", many.peakEventRate / one.peakEventRate))×, p99 at \(BenchPipelineCommand.rate(one.latencyRate)) obs/s \(String(format: "%.2f", many.p99 / one.p99))×"
+            "ratio \(evaluators) evaluators / 1: events/s \(String(format: "%.2f", many.peakEventRate / one.peakEventRate))×, observations/s \(String(format: "%.2f", many.peakObservationRate / one.peakObservationRate))×, p99 at \(BenchPipelineCommand.rate(one.latencyRate)) obs/s \(String(format: "%.2f", many.p99 / one.p99))×"
         )
         if one.missing + many.missing > 0 { throw ExitCode(1, "events missing (see above)") }
     }
@@ -108,7 +121,7 @@ struct BenchScaleCommand: ParsableCommand {
         let loads = figures.perEvaluator.map { BenchPipelineCommand.rate($0) }.joined(separator: " / ")
         let rss = figures.rssMB.map { String(format: "%.0f", $0) }.joined(separator: " / ")
         print(
-            "E=\(figures.evaluators): peak \(BenchPipelineCommand.rate(figures.peakEventRate)) events/s (per evaluator \(loads)); latency at \(BenchPipelineCommand.rate(figures.latencyRate)) obs/s p50 \(BenchPipelineCommand.format(figures.p50)) ms, p99 \(BenchPipelineCommand.format(figures.p99)) ms; RSS \(rss) MB; missing events \(figures.missing)"
+            "E=\(figures.evaluators): peak \(BenchPipelineCommand.rate(figures.peakEventRate)) events/s from \(BenchPipelineCommand.rate(figures.peakObservationRate)) observations/s (events per evaluator \(loads)); latency at \(BenchPipelineCommand.rate(figures.latencyRate)) obs/s p50 \(BenchPipelineCommand.format(figures.p50)) ms, p99 \(BenchPipelineCommand.format(figures.p99)) ms; RSS \(rss) MB; missing events \(figures.missing)"
         )
     }
 
@@ -209,7 +222,9 @@ struct BenchScaleCommand: ParsableCommand {
         let perEvaluator = shards.map { shard in Double(shard.reduce(0) { $0 + (perVenue[$1] ?? 0) }) / peakSeconds }
         // Latency, paced.
         let latencyRate = rate ?? Double(peakMessages.count) / peakSeconds / 2
-        let latencyRounds = max(1, Int((latencyRate * latencySeconds / Double(venues * subjects)).rounded(.up)))
+        // Whole periods of --transition-every, so that the phase ends on a transition.
+        let periods = (latencyRate * latencySeconds / Double(venues * subjects * transitionEvery)).rounded(.up)
+        let latencyRounds = max(1, Int(periods)) * transitionEvery
         let firstLatency = global
         let latencyMessages = messages(rounds: (1 + rounds)..<(1 + rounds + latencyRounds))
         let latencyBefore = sink.count
@@ -236,7 +251,8 @@ struct BenchScaleCommand: ParsableCommand {
         await sink.client.disconnect()
         for process in processes { _ = await process.stopGracefully() }
         return Figures(
-            evaluators: count, peakEventRate: Double(peakEvents) / peakSeconds, perEvaluator: perEvaluator, rssMB: rss,
+            evaluators: count, peakEventRate: Double(peakEvents) / peakSeconds,
+            peakObservationRate: Double(peakMessages.count) / peakSeconds, perEvaluator: perEvaluator, rssMB: rss,
             p50: percentile(50), p99: percentile(99), latencyRate: latencyRate, missing: missing)
     }
 }
