@@ -32,7 +32,11 @@ struct GPSDSourceTests {
         let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
         var task: Task<Void, any Error>?
         do {
-            try await waitUntil("gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
+            try await waitUntil("gpsd listening on \(port)") {
+                // (a gpsd that could not start is not waited for)
+                MosquittoBroker.accepts(port: port) || !daemon.subprocess.isRunning
+            }
+            #expect(daemon.subprocess.isRunning, "gpsd ended: \(daemon.output)")
             task = Task { try await source.run { collected.add($0) } }
             // Feed the capture once gpsd has acknowledged the watch (its WATCH report).
             try await waitUntil("gpsd to acknowledge ?WATCH") { !log.records(containing: "streaming reports").isEmpty }
