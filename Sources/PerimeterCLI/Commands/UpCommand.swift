@@ -162,9 +162,10 @@ struct UpCommand: ParsableCommand {
                 databasePath: state.appendingPathComponent("agent.sqlite").path)
             agent.broker.clientID = "\(broker.clientID)-simulator"
             services.append(
-                AgentService(
-                    configuration: agent, source: SimulatorSource(venue: venueFile),
-                    logger: logger))
+                WhenEvaluatorOnline(
+                    service: AgentService(
+                        configuration: agent, source: SimulatorSource(venue: venueFile), logger: logger),
+                    broker: broker, prefix: settings.prefix))
         }
         services.append(
             LiveView(
@@ -227,6 +228,29 @@ struct LiveView: Service {
             if Task.isCancelled { break }
         }
         await client.disconnect()
+    }
+}
+
+/// Runs a service once an evaluator says it is online (its retained status, published after it
+/// has subscribed). Up's evaluator starts on a fresh database, so the broker holds no session
+/// for it yet: what the simulator published before that subscription would reach nobody.
+struct WhenEvaluatorOnline: Service {
+    let service: any Service
+    let broker: BrokerSettings
+    let prefix: String
+    var name: String { service.name }
+
+    func run() async throws {
+        let client = try MQTTClient(broker.mqttConfiguration(clientID: "\(broker.clientID)-wait"))
+        try await client.connect()
+        try await client.subscribe("\(prefix)/_sys/evaluator/+/status", qos: .atLeastOnce)
+        for await message in client.messages {
+            if (try? JSONParser.parse(message.payload))?["online"] == true { break }
+            if Task.isCancelled { break }
+        }
+        await client.disconnect()
+        if Task.isCancelled { return }
+        try await service.run()
     }
 }
 
