@@ -16,7 +16,7 @@ import PerimeterKit
 ///   "hci": {"device": 0}
 /// }
 /// ```
-public struct AgentConfiguration: Sendable {
+public struct AgentConfiguration: ServiceSettings {
     public enum Source: String, Sendable, CaseIterable {
         case gpsd, replay, simulator, hci
     }

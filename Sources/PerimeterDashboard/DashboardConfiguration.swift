@@ -14,7 +14,7 @@ import PerimeterKit
 /// ```
 /// The evaluator's file may be used as it is: without `dashboard.regions` the regions file of
 /// `venues.{venue}.regions` is drawn, and the evaluator's sections are accepted and not read.
-public struct DashboardConfiguration: Sendable {
+public struct DashboardConfiguration: ServiceSettings {
     public var broker: BrokerSettings
     public var prefix: String
     public var venue: String

@@ -18,7 +18,7 @@ import PerimeterKit
 ///   }
 /// }
 /// ```
-public struct EvaluatorConfiguration: Sendable {
+public struct EvaluatorConfiguration: ServiceSettings {
     public struct Venue: Sendable {
         public var settings: VenueSettings
         /// The venue's regions file (GeoJSON), re-read on SIGHUP; nil for topic-only regions.

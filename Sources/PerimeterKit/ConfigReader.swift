@@ -65,6 +65,14 @@ public final class ConfigReader {
         }
     }
 
+    /// What every command reads: `--config FILE` (else `PERIMETER_CONFIG`), the process's
+    /// `PERIMETER_*` variables, and `--set key=value` overrides.
+    public static func forCommand(config: String?, overrides: [String]) throws(ConfigError) -> ConfigReader {
+        let environment = ProcessInfo.processInfo.environment
+        return try ConfigReader(
+            filePath: config ?? environment["PERIMETER_CONFIG"], environment: environment, overrides: overrides)
+    }
+
     private static func flatten(_ object: JSONObject, prefix: String, origin: String, into result: inout [String: Raw])
     {
         for (key, value) in object {
@@ -292,5 +300,23 @@ public final class ConfigReader {
             previous = current
         }
         return previous[b.count]
+    }
+}
+
+/// A service's settings: read from a ``ConfigReader``, with log settings of their own.
+public protocol ServiceSettings: Sendable {
+    static func read(_ reader: ConfigReader) throws -> Self
+    var log: LogSettings { get }
+}
+
+extension ServiceSettings {
+    /// What a service command does first: reads the settings (``ConfigReader/forCommand(config:overrides:)``),
+    /// makes the service's logger and logs the effective settings with it (secrets redacted).
+    public static func load(config: String?, overrides: [String], label: String) throws -> (Self, Logger) {
+        let reader = try ConfigReader.forCommand(config: config, overrides: overrides)
+        let settings = try read(reader)
+        let logger = settings.log.makeLogger(label: label)
+        logger.info("configuration", metadata: reader.effectiveMetadata)
+        return (settings, logger)
     }
 }

@@ -5,7 +5,7 @@ import PerimeterNet
 
 /// Everything `perimeter notifier` needs, validated before it starts
 /// (`config/notifier.example.json` shows every key).
-public struct NotifierConfiguration: Sendable {
+public struct NotifierConfiguration: ServiceSettings {
     public struct Venue: Sendable {
         public var id: String
         public var conventions: VenueConventions

@@ -63,12 +63,8 @@ struct AgentCommand: ParsableCommand {
         }
         if let seed { overrides.append("simulator.seed=\(seed)") }
         if let brokerPort { overrides.append("broker.port=\(brokerPort)") }
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment, overrides: overrides + set)
-        let configuration = try AgentConfiguration.read(reader)
-        let logger = configuration.log.makeLogger(label: "agent")
-        logger.info("configuration", metadata: reader.effectiveMetadata)
+        let (configuration, logger) = try AgentConfiguration.load(
+            config: config, overrides: overrides + set, label: "agent")
         let bar = Mutex(ProgressBar(total: 0))
         let progress: @Sendable (Int, Int) -> Void = { done, total in
             bar.withLock { bar in

@@ -27,12 +27,8 @@ struct DashboardCommand: ParsableCommand {
     var set: [String] = []
 
     func run() async throws {
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment, overrides: set)
-        let configuration = try DashboardConfiguration.read(reader)
-        let logger = configuration.log.makeLogger(label: "dashboard")
-        logger.info("configuration", metadata: reader.effectiveMetadata)
+        let (configuration, logger) = try DashboardConfiguration.load(
+            config: config, overrides: set, label: "dashboard")
         let service = try DashboardService(configuration: configuration, logger: logger) { url in
             FileHandle.standardOutput.write(Data("perimeter dashboard: \(url)\n".utf8))
         }

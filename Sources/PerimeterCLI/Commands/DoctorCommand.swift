@@ -47,9 +47,7 @@ struct DoctorCommand: ParsableCommand {
         let findings = Findings()
         let configuration: EvaluatorConfiguration
         do {
-            let reader = try ConfigReader(
-                filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-                environment: ProcessInfo.processInfo.environment, overrides: set)
+            let reader = try ConfigReader.forCommand(config: config, overrides: set)
             configuration = try EvaluatorConfiguration.read(reader)
             findings.ok("configuration: valid (\(configuration.venues.count) venue(s))")
         } catch {

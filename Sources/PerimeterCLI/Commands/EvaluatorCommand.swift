@@ -24,12 +24,8 @@ struct EvaluatorCommand: ParsableCommand {
     var set: [String] = []
 
     func run() async throws {
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment, overrides: set)
-        let configuration = try EvaluatorConfiguration.read(reader)
-        let logger = configuration.log.makeLogger(label: "evaluator")
-        logger.info("configuration", metadata: reader.effectiveMetadata)
+        let (configuration, logger) = try EvaluatorConfiguration.load(
+            config: config, overrides: set, label: "evaluator")
         try await ServiceGroup(
             services: [EvaluatorService(configuration: configuration, logger: logger)], logger: logger
         )

@@ -26,12 +26,7 @@ struct NotifierCommand: ParsableCommand {
     var set: [String] = []
 
     func run() async throws {
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment, overrides: set)
-        let configuration = try NotifierConfiguration.read(reader)
-        let logger = configuration.log.makeLogger(label: "notifier")
-        logger.info("configuration", metadata: reader.effectiveMetadata)
+        let (configuration, logger) = try NotifierConfiguration.load(config: config, overrides: set, label: "notifier")
         try await ServiceGroup(
             services: [NotifierService(configuration: configuration, logger: logger)], logger: logger
         )

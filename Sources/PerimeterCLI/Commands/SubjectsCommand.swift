@@ -18,9 +18,7 @@ struct SubjectRequest {
     let inbox: MessageInbox
 
     static func connect(config: String?, settings: [String], venue: String?) async throws -> SubjectRequest {
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment, overrides: settings)
+        let reader = try ConfigReader.forCommand(config: config, overrides: settings)
         let configuration = try EvaluatorConfiguration.read(reader)
         let venues = configuration.venues.map(\.settings.id)
         guard let chosen = venue ?? (venues.count == 1 ? venues.first : nil) else {

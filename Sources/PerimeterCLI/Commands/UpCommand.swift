@@ -70,10 +70,8 @@ struct UpCommand: ParsableCommand {
     func settings() throws -> (Settings, ConfigReader) {
         let venueDirectory = URL(fileURLWithPath: venue)
         let venueFile = try SimulatorSource.loadVenue(venueDirectory.appendingPathComponent("venue.json").path)
-        let reader = try ConfigReader(
-            filePath: config ?? ProcessInfo.processInfo.environment["PERIMETER_CONFIG"],
-            environment: ProcessInfo.processInfo.environment,
-            overrides: (brokerPort.map { ["broker.port=\($0)"] } ?? []) + set)
+        let reader = try ConfigReader.forCommand(
+            config: config, overrides: (brokerPort.map { ["broker.port=\($0)"] } ?? []) + set)
         let embedded = !BrokerSettings.isConfigured(in: reader)
         var broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-up-\(getpid())", embedded: embedded)
         if embedded { broker.host = "127.0.0.1" }
