@@ -50,7 +50,7 @@ let package = Package(
         // The edge agent: gpsd, replay, simulator and HCI sources, store-and-forward outbox.
         .target(
             name: "PerimeterAgent",
-            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
 
         // Operator commands as a library; `perimeter` is only its entry point.
         .target(

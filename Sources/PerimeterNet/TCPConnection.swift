@@ -29,7 +29,13 @@ public final class TCPConnection: @unchecked Sendable {
     }
 
     /// Connects within `timeout` seconds; later reads and writes time out after `timeout` too.
-    public init(host: String, port: Int, timeout: Double) throws {
+    public convenience init(host: String, port: Int, timeout: Double) throws {
+        try self.init(host: host, port: port, connectTimeout: timeout, ioTimeout: timeout)
+    }
+
+    /// Connects within `connectTimeout` seconds; reads and writes time out after `ioTimeout`
+    /// (nil: never, for a stream that may be quiet for long, like gpsd's reports).
+    public init(host: String, port: Int, connectTimeout timeout: Double, ioTimeout: Double?) throws {
         self.host = host
         self.port = port
         var hints = addrinfo()
@@ -57,9 +63,12 @@ public final class TCPConnection: @unchecked Sendable {
         }
         guard connected >= 0 else { throw NetError(.connect, "cannot connect to \(host):\(port): \(lastError)") }
         fd = connected
-        var interval = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        if let ioTimeout {
+            var interval = timeval(
+                tv_sec: Int(ioTimeout), tv_usec: Int((ioTimeout - ioTimeout.rounded(.down)) * 1_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
+        }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         // Linux has no SO_NOSIGPIPE: writes pass MSG_NOSIGNAL instead.
@@ -111,6 +120,12 @@ public final class TCPConnection: @unchecked Sendable {
         }
     }
 
+    /// Ends the connection both ways without closing the descriptor, so that a read blocked on
+    /// another thread returns (end of stream) instead of racing a close.
+    public func shutdown() {
+        if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
     public var isTLS: Bool { ssl != nil }
 
     /// Starts TLS on the connection (at once for https, after STARTTLS for mail), checking the
@@ -159,7 +174,8 @@ public final class TCPConnection: @unchecked Sendable {
         guard code != 0 else { return "\(function) failed" }
         var buffer = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buffer, buffer.count)
-        return "\(function): \(String(cString: buffer))"
+        return
+            "\(function): \(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
     }
 
     /// Writes every byte.
