@@ -133,11 +133,16 @@ public func runProduct(
     )
 }
 
-/// `GET http://127.0.0.1:{port}{path}` over a plain socket: the status code and the body.
-public func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+/// Connects to 127.0.0.1:`port`, sends `GET path HTTP/1.0` with `headers` (lines without the
+/// CRLF) and returns the socket, close-on-exec (or a process another test starts meanwhile keeps
+/// the connection open). With `readTimeout`, a read gives up after it (for streams).
+public func sendHTTPGet(
+    port: Int, path: String, headers: [String] = [], readTimeout: Duration? = nil
+) throws
+    -> Int32
+{
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw ChildFailure(message: "socket failed") }
-    defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = UInt16(port).bigEndian
@@ -147,9 +152,25 @@ public func httpGet(port: Int, path: String) throws -> (status: Int, body: Strin
             connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
         }
     }
-    guard connected else { throw ChildFailure(message: "nothing listens on 127.0.0.1:\(port)") }
-    let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+    guard connected else {
+        close(fd)
+        throw ChildFailure(message: "nothing listens on 127.0.0.1:\(port)")
+    }
+    let request = Array(
+        (["GET \(path) HTTP/1.0", "Host: 127.0.0.1"] + headers + ["", ""]).joined(separator: "\r\n").utf8)
+    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    if let readTimeout {
+        let (seconds, attoseconds) = readTimeout.components
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+    return fd
+}
+
+/// A plain GET to 127.0.0.1:`port`, read to the end: the status and the body.
+public func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
+    let fd = try sendHTTPGet(port: port, path: path)
+    defer { close(fd) }
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {

@@ -112,43 +112,9 @@ struct Transition: Hashable, Sendable, CustomStringConvertible {
     var description: String { "\(event) \(subject)" }
 }
 
-/// Everything a client receives, collected by one task (an `AsyncStream` ends for good when a
-/// task waiting on it is cancelled, so tests poll this instead of timing out on the stream).
-final class Inbox: Sendable {
-    private final class Storage: Sendable {
-        let messages = Mutex<[MQTTMessage]>([])
-    }
-    private let storage = Storage()
-    private let task: Task<Void, Never>
-
-    init(_ client: MQTTClient) {
-        let storage = self.storage
-        let messages = client.messages
-        task = Task {
-            for await message in messages { storage.messages.withLock { $0.append(message) } }
-        }
-    }
-
-    var messages: [MQTTMessage] { storage.messages.withLock { $0 } }
-
+extension Inbox {
     /// The transitions received, duplicates (same id) dropped.
     var transitions: Set<Transition> { Set(messages.compactMap(Transition.init)) }
-
-    @discardableResult
-    func waitFor(
-        _ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
-    ) async throws -> [MQTTMessage] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = messages
-            if condition(current) { return current }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw TimeoutError(
-            what: "\(what); got \(messages.suffix(10).map { "\($0.topic) \($0.payloadString)" })", timeout: timeout)
-    }
-
-    func stop() { task.cancel() }
 }
 
 /// The expected transitions for subjects that each entered and left once.

@@ -17,21 +17,8 @@ final class EventStreamReader: Sendable {
     private let text = Mutex("")
 
     init(port: Int, path: String = "/events") throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw ChildFailure(message: "cannot connect to 127.0.0.1:\(port)") }
-        let request = Array("GET \(path) HTTP/1.0\r\nAccept: text/event-stream\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var timeout = timeval(tv_sec: 0, tv_usec: 50_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        fd = try sendHTTPGet(
+            port: port, path: path, headers: ["Accept: text/event-stream"], readTimeout: .milliseconds(50))
     }
 
     /// Everything received so far.
@@ -65,6 +52,26 @@ final class EventStreamReader: Sendable {
     func close() { Glibc.close(fd) }
 }
 
+/// Runs a dashboard service; returns the task running it and the port it listens on (0 when it
+/// never said within five seconds).
+func startDashboard(
+    _ configuration: DashboardConfiguration, log: InMemoryLogHandler = InMemoryLogHandler()
+)
+    async throws -> (running: Task<Void, any Error>, port: Int)
+{
+    let url = Mutex<String?>(nil)
+    let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: log)) {
+        address in url.withLock { $0 = address }
+    }
+    let running = Task { try await service.run() }
+    var port = 0
+    for _ in 0..<500 where port == 0 {
+        if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    return (running, port)
+}
+
 @Suite("Dashboard service against a real broker")
 struct DashboardServiceTests {
     @Test("The page, the map and the event stream; privacy end to end; the session declared and ended")
@@ -77,18 +84,7 @@ struct DashboardServiceTests {
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-under-test"), venue: "test",
             regionsPath: regions, http: ("127.0.0.1", 0), coarseMeters: 2000)
-        let url = Mutex<String?>(nil)
-        let service = try DashboardService(
-            configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())
-        ) { address in
-            url.withLock { $0 = address }
-        }
-        let running = Task { try await service.run() }
-        var port = 0
-        for _ in 0..<500 where port == 0 {
-            if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let (running, port) = try await startDashboard(configuration)
         #expect(port > 0, "the dashboard never said where it listens")
 
         // The session is declared (retained) once the dashboard is connected.
@@ -161,16 +157,7 @@ struct DashboardServiceTests {
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-refused"), venue: "test",
             regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
         let log = InMemoryLogHandler()
-        let url = Mutex<String?>(nil)
-        let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: log)) {
-            address in url.withLock { $0 = address }
-        }
-        let running = Task { try await service.run() }
-        var port = 0
-        for _ in 0..<500 where port == 0 {
-            if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let (running, port) = try await startDashboard(configuration, log: log)
         let stream = try EventStreamReader(port: port)
         try await stream.waitFor("a state with the broker connected") {
             $0.contains(#""id":"dashboard broker connection","online":true"#)
@@ -191,18 +178,7 @@ struct DashboardServiceTests {
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-held"), venue: "test",
             regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
-        let url = Mutex<String?>(nil)
-        let service = try DashboardService(
-            configuration: configuration, logger: Logger(label: "test", handler: InMemoryLogHandler())
-        ) { address in
-            url.withLock { $0 = address }
-        }
-        let running = Task { try await service.run() }
-        var port = 0
-        for _ in 0..<500 where port == 0 {
-            if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let (running, port) = try await startDashboard(configuration)
         let started = ContinuousClock.now
         let page = try httpGet(port: port, path: "/snapshot/1")
         let elapsed = ContinuousClock.now - started

@@ -15,8 +15,7 @@ final class EvaluatorHarness: Sendable {
     let observer: MQTTClient
     let publisher: MQTTClient
     private let process = Mutex<ChildProcess?>(nil)
-    private let received = MessageLog()
-    private let collector: Task<Void, Never>
+    private let received: Inbox
 
     var topics: Topics { Topics(venue: Self.venue) }
 
@@ -56,11 +55,7 @@ final class EvaluatorHarness: Sendable {
         try await observer.subscribe("perimeter/v1/_sys/#", qos: .atMostOnce)
         try await observer.subscribe("owntracks/+/+/event", qos: .atLeastOnce)
         publisher = try await broker.connectedClient("publisher")
-        let messages = observer.messages
-        let sink = received
-        collector = Task {
-            for await message in messages { sink.append(message) }
-        }
+        received = Inbox(observer)
     }
 
     /// Starts (or restarts) the evaluator process and waits until it is subscribed.
@@ -88,7 +83,7 @@ final class EvaluatorHarness: Sendable {
     }
 
     /// Everything received so far.
-    var messages: [MQTTMessage] { received.all }
+    var messages: [MQTTMessage] { received.messages }
 
     /// Messages on topics under the venue whose kind (first level after the venue) is `kind`.
     func messages(_ kind: String) -> [MQTTMessage] {
@@ -103,40 +98,26 @@ final class EvaluatorHarness: Sendable {
         }.compactMap { try? JSONParser.parse($0.payload).objectValue }
     }
 
-    /// Waits until `condition` holds for the messages received, or fails after `timeout`.
+    /// Waits until `condition` holds for the messages received, or fails after `timeout`
+    /// saying what the evaluator wrote.
     @discardableResult
     func waitFor(
         _ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
     ) async throws -> [MQTTMessage] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = messages
-            if condition(current) { return current }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TimeoutError(
-            what:
-                "\(what); evaluator said: \(evaluatorOutput.suffix(3000)); received \(messages.count) messages: \(messages.suffix(20).map { "\($0.topic) \($0.payloadString)" })",
-            timeout: timeout)
+        try await received.waitFor(
+            what, timeout: timeout, context: { "evaluator said: \(self.evaluatorOutput.suffix(3000))" }, condition)
     }
 
     func stop() async {
         process.withLock { child in
             if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
         }
-        collector.cancel()
+        received.stop()
         await observer.disconnect()
         await publisher.disconnect()
         await broker.stop()
         try? FileManager.default.removeItem(at: directory)
     }
-}
-
-/// Messages received, shared between the collecting task and the test.
-final class MessageLog: Sendable {
-    private let storage = Mutex<[MQTTMessage]>([])
-    func append(_ message: MQTTMessage) { storage.withLock { $0.append(message) } }
-    var all: [MQTTMessage] { storage.withLock { $0 } }
 }
 
 extension MQTTMessage {

@@ -215,10 +215,8 @@ struct PrivacyServiceTests {
 
 /// Everything a client receives for a while.
 func collect(_ client: MQTTClient, for duration: Duration) async throws -> [MQTTMessage] {
-    let log = MessageLog()
-    let messages = client.messages
-    let reader = Task { for await message in messages { log.append(message) } }
+    let inbox = Inbox(client)
     try await Task.sleep(for: duration)
-    reader.cancel()
-    return log.all
+    inbox.stop()
+    return inbox.messages
 }

@@ -12,23 +12,7 @@ import Testing
 struct HTTPStreamTests {
     /// Opens a connection, sends a GET and returns the socket (reads time out after 50 ms).
     static func open(port: Int, path: String) throws -> Int32 {
-        // Close-on-exec, or a process another test starts meanwhile keeps the connection open.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw ChildFailure(message: "cannot connect") }
-        let request = Array("GET \(path) HTTP/1.0\r\n\r\n".utf8)
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var timeout = timeval(tv_sec: 0, tv_usec: 50_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        return fd
+        try sendHTTPGet(port: port, path: path, readTimeout: .milliseconds(50))
     }
 
     /// Reads until `condition` holds for everything read, or the peer closes, or 5 s pass.

@@ -143,38 +143,3 @@ struct MQTTFailoverTests {
         await broker.stop()
     }
 }
-
-/// Everything a client receives, collected by one task (an `AsyncStream` ends for good when a
-/// task waiting on it is cancelled, so tests poll this instead of timing out on the stream).
-final class Inbox: Sendable {
-    private final class Storage: Sendable {
-        let messages = Mutex<[MQTTMessage]>([])
-    }
-    private let storage = Storage()
-    private let task: Task<Void, Never>
-
-    init(_ client: MQTTClient) {
-        let storage = self.storage
-        let messages = client.messages
-        task = Task {
-            for await message in messages { storage.messages.withLock { $0.append(message) } }
-        }
-    }
-
-    var messages: [MQTTMessage] { storage.messages.withLock { $0 } }
-
-    @discardableResult
-    func waitFor(
-        _ what: String, timeout: Duration = .seconds(10), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
-    ) async throws -> [MQTTMessage] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = messages
-            if condition(current) { return current }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TimeoutError(what: "\(what); got \(messages.map(\.payloadString).suffix(10))", timeout: timeout)
-    }
-
-    func stop() { task.cancel() }
-}

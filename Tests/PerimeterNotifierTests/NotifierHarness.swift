@@ -16,8 +16,7 @@ final class NotifierHarness: Sendable {
     let publisher: MQTTClient
     private let process = Mutex<ChildProcess?>(nil)
     private let peers = Mutex<[ChildProcess]>([])
-    private let received = Received()
-    private let collector: Task<Void, Never>
+    private let received: Inbox
     let configPath: String
 
     var root: String { "perimeter/v1/\(Self.venue)" }
@@ -31,9 +30,7 @@ final class NotifierHarness: Sendable {
         observer = try await broker.connectedClient("observer")
         try await observer.subscribe("perimeter/v1/\(Self.venue)/#", qos: .atLeastOnce)
         publisher = try await broker.connectedClient("publisher")
-        let messages = observer.messages
-        let sink = received
-        collector = Task { for await message in messages { sink.append(message) } }
+        received = Inbox(observer)
     }
 
     /// Writes the configuration: the venue (US café conventions), the rules file, channels.
@@ -135,7 +132,7 @@ final class NotifierHarness: Sendable {
         try await publisher.publish("\(root)/\(topic)", text, qos: .atLeastOnce, retain: retain)
     }
 
-    var messages: [MQTTMessage] { received.all }
+    var messages: [MQTTMessage] { received.messages }
 
     /// Payloads of messages under the venue whose topic starts with `prefix` (after the venue).
     func payloads(_ prefix: String) -> [JSONObject] {
@@ -144,21 +141,13 @@ final class NotifierHarness: Sendable {
         }
     }
 
-    @discardableResult
+    /// Waits until `condition` holds, or fails after `timeout` saying what the notifier wrote.
     func waitFor(
-        _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () -> Bool
-    ) async throws
-        -> Bool
-    {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw TimeoutError(
-            what:
-                "\(what); notifier said: \(notifierOutput.suffix(3000)); received: \(messages.suffix(15).map { "\($0.topic) \($0.payloadString)" })",
-            timeout: timeout)
+        _ what: String, timeout: Duration = .seconds(60), _ condition: @escaping @Sendable () -> Bool
+    ) async throws {
+        try await received.waitFor(
+            what, timeout: timeout, context: { "notifier said: \(self.notifierOutput.suffix(3000))" }
+        ) { _ in condition() }
     }
 
     func stop() async {
@@ -171,7 +160,7 @@ final class NotifierHarness: Sendable {
         peers.withLock { list in
             for peer in list where peer.subprocess.isRunning { peer.kill(SIGTERM) }
         }
-        collector.cancel()
+        received.stop()
         await observer.disconnect()
         await publisher.disconnect()
         await broker.stop()
@@ -184,11 +173,4 @@ func peerRecords(_ peer: ChildProcess) -> [JSONObject] {
     peer.output.split(separator: "\n").compactMap { line in
         line.hasPrefix("{") ? (try? JSONParser.parse(String(line)))?.objectValue : nil
     }
-}
-
-/// Messages received, shared between the collecting task and the test.
-final class Received: Sendable {
-    private let storage = Mutex<[MQTTMessage]>([])
-    func append(_ message: MQTTMessage) { storage.withLock { $0.append(message) } }
-    var all: [MQTTMessage] { storage.withLock { $0 } }
 }

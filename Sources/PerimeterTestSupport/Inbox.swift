@@ -1,0 +1,45 @@
+import PerimeterMQTT
+import Synchronization
+
+/// Everything a client receives, collected by one task (an `AsyncStream` ends for good when a
+/// task waiting on it is cancelled, so tests poll this instead of timing out on the stream).
+public final class Inbox: Sendable {
+    private final class Storage: Sendable {
+        let messages = Mutex<[MQTTMessage]>([])
+    }
+    private let storage = Storage()
+    private let task: Task<Void, Never>
+
+    public init(_ client: MQTTClient) {
+        let storage = self.storage
+        let messages = client.messages
+        task = Task {
+            for await message in messages { storage.messages.withLock { $0.append(message) } }
+        }
+    }
+
+    public var messages: [MQTTMessage] { storage.messages.withLock { $0 } }
+
+    /// Waits until `condition` holds for everything received so far; returns it. On timeout the
+    /// error names `what`, adds `context` (e.g. what the process under test said) and the last
+    /// messages received.
+    @discardableResult
+    public func waitFor(
+        _ what: String, timeout: Duration = .seconds(15), context: @Sendable () -> String = { "" },
+        _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
+    ) async throws -> [MQTTMessage] {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let current = messages
+            if condition(current) { return current }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let said = context()
+        throw TimeoutError(
+            what:
+                "\(what)\(said.isEmpty ? "" : "; \(said)"); received \(messages.count) messages, the last: \(messages.suffix(20).map { "\($0.topic) \($0.payloadString)" })",
+            timeout: timeout)
+    }
+
+    public func stop() { task.cancel() }
+}
