@@ -145,8 +145,7 @@ public final class MosquittoBroker: Sendable {
             executable, ["-c", configurationPath], stdout: .null, stderr: .file(errorLog, append: false),
             newProcessGroup: true)
         process.withLock { $0 = child }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
+        let listening: Bool? = try await waitForValue(timeout: .seconds(10)) {
             if let termination = child.poll() {
                 let stderr = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
                 process.withLock { $0 = nil }
@@ -154,9 +153,9 @@ public final class MosquittoBroker: Sendable {
                     "\(termination) on port \(port): "
                         + (stderr + log).trimmingCharacters(in: .whitespacesAndNewlines))
             }
-            if Self.accepts(port: port) { return }
-            try await Task.sleep(for: .milliseconds(20))
+            return Self.accepts(port: port) ? true : nil
         }
+        if listening != nil { return }
         kill()
         throw Failure.startFailed("no connection on 127.0.0.1:\(port) within 10 s")
     }

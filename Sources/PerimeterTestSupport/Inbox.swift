@@ -1,3 +1,4 @@
+import PerimeterKit
 import PerimeterMQTT
 import Synchronization
 
@@ -28,16 +29,16 @@ public final class Inbox: Sendable {
         _ what: String, timeout: Duration = .seconds(15), context: @Sendable () -> String = { "" },
         _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
     ) async throws -> [MQTTMessage] {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let current = messages
-            if condition(current) { return current }
-            try await Task.sleep(for: .milliseconds(20))
+        let messages: [MQTTMessage]? = try await waitForValue(timeout: timeout) {
+            let current = self.messages
+            return condition(current) ? current : nil
         }
+        if let messages { return messages }
         let said = context()
+        let received = self.messages
         throw TimeoutError(
             what:
-                "\(what)\(said.isEmpty ? "" : "; \(said)"); received \(messages.count) messages, the last: \(messages.suffix(20).map { "\($0.topic) \($0.payloadString)" })",
+                "\(what)\(said.isEmpty ? "" : "; \(said)"); received \(received.count) messages, the last: \(received.suffix(20).map { "\($0.topic) \($0.payloadString)" })",
             timeout: timeout)
     }
 

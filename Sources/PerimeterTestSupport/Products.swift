@@ -67,17 +67,23 @@ public final class ChildProcess: Sendable {
 
     /// Reads output until a line contains `marker` (e.g. "ready"), or fails after `timeout`.
     @discardableResult
-    public func waitForLine(containing marker: String, timeout: Duration = .seconds(10)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let text = output
-            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }) { return String(line) }
-            if !subprocess.isRunning {
-                throw ChildFailure(message: "exited (\(subprocess.poll()!)) before printing '\(marker)': \(output)")
-            }
-            try await Task.sleep(for: .milliseconds(10))
+    public func waitForLine(containing marker: String, timeout: Duration = .seconds(30)) async throws -> String {
+        func printed() -> String? {
+            output.split(separator: "\n").first(where: { $0.contains(marker) }).map(String.init)
         }
-        throw TimeoutError(what: "'\(marker)' from \(subprocess.executable): \(output)", timeout: timeout)
+        let line: String? = try await waitForValue(timeout: timeout, every: .milliseconds(10)) {
+            if let line = printed() { return line }
+            // Exited: what it wrote just before exiting is in the pipe still.
+            if let termination = subprocess.poll() {
+                if let line = printed() { return line }
+                throw ChildFailure(message: "exited (\(termination)) before printing '\(marker)': \(output)")
+            }
+            return nil
+        }
+        guard let line else {
+            throw TimeoutError(what: "'\(marker)' from \(subprocess.executable): \(output)", timeout: timeout)
+        }
+        return line
     }
 
     public func kill(_ signal: Int32 = SIGKILL) {

@@ -92,16 +92,3 @@ func temporaryDirectory() throws -> URL {
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }
-
-/// Waits for `condition`, checking it once more at the deadline: on a loaded machine (the whole
-/// suite in parallel on two cores) a test task may not run for many seconds, and the check
-/// after that pause must still count.
-func waitUntil(_ what: String, timeout: Duration = .seconds(60), _ condition: () async -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    if await condition() { return }
-    throw TimeoutError(what: what, timeout: timeout)
-}

@@ -32,16 +32,20 @@ struct GPSDSourceTests {
         let source = GPSDSource(host: "127.0.0.1", port: port, logger: log.logger())
         var task: Task<Void, any Error>?
         do {
-            try await waitUntil("gpsd listening on \(port)") {
+            try await waitUntil("gpsd listening on \(port)", timeout: .seconds(60)) {
                 // (a gpsd that could not start is not waited for)
                 MosquittoBroker.accepts(port: port) || !daemon.subprocess.isRunning
             }
             #expect(daemon.subprocess.isRunning, "gpsd ended: \(daemon.output)")
             task = Task { try await source.run { collected.add($0) } }
             // Feed the capture once gpsd has acknowledged the watch (its WATCH report).
-            try await waitUntil("gpsd to acknowledge ?WATCH") { !log.records(containing: "streaming reports").isEmpty }
+            try await waitUntil("gpsd to acknowledge ?WATCH", timeout: .seconds(60)) {
+                !log.records(containing: "streaming reports").isEmpty
+            }
             feeder.start()
-            try await waitUntil("\(expected.count) fixes from gpsd") { collected.readings.count >= expected.count }
+            try await waitUntil("\(expected.count) fixes from gpsd", timeout: .seconds(60)) {
+                collected.readings.count >= expected.count
+            }
             try await Task.sleep(for: .milliseconds(200))
         } catch {
             Issue.record("\(error); gpsd said: \(daemon.output)")
@@ -92,10 +96,12 @@ struct GPSDSourceTests {
             var task: Task<Void, any Error>?
             var daemons: [pid_t] = []
             do {
-                try await waitUntil("gpsfake's gpsd listening on \(port)") { MosquittoBroker.accepts(port: port) }
+                try await waitUntil("gpsfake's gpsd listening on \(port)", timeout: .seconds(60)) {
+                    MosquittoBroker.accepts(port: port)
+                }
                 daemons = childProcesses(of: fake.subprocess.pid)
                 task = Task { try await source.run { collected.add($0) } }
-                try await waitUntil("gpsd acknowledging our watch") {
+                try await waitUntil("gpsd acknowledging our watch", timeout: .seconds(60)) {
                     !log.records(containing: "gpsd is streaming reports").isEmpty
                 }
                 // One line per sentence, and some to spare (an end of input would stop gpsfake).

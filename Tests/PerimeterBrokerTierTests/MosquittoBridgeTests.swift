@@ -44,7 +44,7 @@ struct MosquittoBridgeTests {
         cleanup.add { await central.stop() }
         let proxy = try ChildProcess(try Tier.python(), ["-u", try Tier.peer("uplink_proxy.py"), "\(central.port)"])
         cleanup.add { proxy.kill(SIGTERM) }
-        let ready = try await proxy.waitForLine(containing: "ready", timeout: .seconds(10))
+        let ready = try await proxy.waitForLine(containing: "ready", timeout: .seconds(30))
         let proxyPort = try #require(Int(ready.split(separator: " ").last ?? ""))
         let venue = try await TestBroker.start(
             extraConfiguration: try Self.bridgeConfiguration(centralPort: proxyPort))

@@ -86,9 +86,11 @@ final class NATSCluster: Sendable {
     /// Polls every node's `/jsz` until each knows the same JetStream meta leader and every MQTT
     /// port accepts connections.
     func waitUntilFormed(timeout: Duration = .seconds(60)) async throws {
-        let deadline = ContinuousClock.now + timeout
         var last = ""
-        while ContinuousClock.now < deadline {
+        try await waitUntil(
+            "a NATS cluster with one JetStream meta leader", timeout: timeout, every: .milliseconds(200),
+            context: { "last seen: \(last)" }
+        ) {
             // Each node's meta leader, or what its monitor said instead (kept for the failure message).
             let views = nodes.map { node -> (leader: String?, said: String) in
                 let response: (status: Int, body: String)
@@ -108,14 +110,9 @@ final class NATSCluster: Sendable {
             }
             let leaders = views.map(\.leader)
             last = views.map(\.said).joined(separator: "; ")
-            if leaders.allSatisfy({ $0 != nil }) && Set(leaders).count == 1
+            return leaders.allSatisfy({ $0 != nil }) && Set(leaders).count == 1
                 && nodes.allSatisfy({ MosquittoBroker.accepts(port: $0.mqttPort) })
-            {
-                return
-            }
-            try await Task.sleep(for: .milliseconds(200))
         }
-        throw TimeoutError(what: "a NATS cluster with one JetStream meta leader (last seen: \(last))", timeout: timeout)
     }
 
     /// Waits until every JetStream stream and consumer (the MQTT sessions, retained messages and
@@ -124,9 +121,10 @@ final class NATSCluster: Sendable {
     /// (seen here on a loaded machine: `$MQTT_rmsgs` "has NO quorum, stalled"). A follower's
     /// view of a group is unreliable, so each group is judged from its leader's `/jsz`.
     func waitUntilReplicated(timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
         var last = "no answer"
-        while ContinuousClock.now < deadline {
+        try await waitUntil(
+            "JetStream replicas in step", timeout: timeout, every: .milliseconds(200), context: { last }
+        ) {
             // Group name → (leader, whether the leader sees every follower current), per node.
             var views: [String: [String: (leader: String, current: Bool)]] = [:]
             var raw: [String: String] = [:]
@@ -171,10 +169,8 @@ final class NATSCluster: Sendable {
                 "\(names.count) groups, lagging: \(lagging.sorted()) "
                 + lagging.sorted().prefix(3).map { name in raw.filter { $0.key.hasSuffix(" " + name) }.description }
                 .joined(separator: "; ")
-            if !names.isEmpty && lagging.isEmpty { return }
-            try await Task.sleep(for: .milliseconds(200))
+            return !names.isEmpty && lagging.isEmpty
         }
-        throw TimeoutError(what: "JetStream replicas in step (\(last))", timeout: timeout)
     }
 
     /// The MQTT client ids connected to node `index`, from its `/connz`.

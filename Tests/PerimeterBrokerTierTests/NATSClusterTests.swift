@@ -78,12 +78,8 @@ struct NATSClusterTests {
         for (index, subject) in after.enumerated() {
             try await Tier.visit(publisher, subject: subject, t: t0 + 10 + index)
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        var node: Int?
-        while ContinuousClock.now < deadline {
-            node = cluster.node(of: clientID)
-            if node != nil { break }
-            try await Task.sleep(for: .milliseconds(100))
+        let node = try await waitForValue(timeout: .seconds(20), every: .milliseconds(100)) {
+            cluster.node(of: clientID)
         }
         #expect(node == 1 || node == 2, "the evaluator did not reconnect to a surviving node")
         let reconnectedAfter = ContinuousClock.now - killedAt

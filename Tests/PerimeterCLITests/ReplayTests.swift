@@ -227,7 +227,7 @@ struct UpTests {
             }
         }
         defer { drain.cancel() }
-        try await waitFor("the broker on \(port)", timeout: .seconds(60)) {
+        try await waitUntil("the broker on \(port)", timeout: .seconds(60)) {
             MosquittoBroker.accepts(port: port) || !child.subprocess.isRunning
         }
         #expect(child.subprocess.isRunning, "up ended early: \(child.output)")
@@ -305,14 +305,4 @@ struct UpTests {
         #expect(result.stdout.contains("ranging reports"))
         #expect(result.stdout.contains("decoder alone: Perimeter "))
     }
-}
-
-func waitFor(_ what: String, timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    if condition() { return }
-    throw TimeoutError(what: what, timeout: timeout)
 }

@@ -172,13 +172,10 @@ struct BrowserTests {
     }
 
     func waitForHealth(port: Int, _ condition: (String) -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
         var last = ""
-        while ContinuousClock.now < deadline {
+        try await waitUntil("dashboard health", every: .milliseconds(50), context: { "last: \(last)" }) {
             last = (try? httpGet(port: port, path: "/healthz").body) ?? ""
-            if condition(last) { return }
-            try await Task.sleep(for: .milliseconds(50))
+            return condition(last)
         }
-        throw TimeoutError(what: "dashboard health (last: \(last))", timeout: .seconds(20))
     }
 }

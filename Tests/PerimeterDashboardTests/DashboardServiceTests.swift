@@ -33,13 +33,14 @@ final class EventStreamReader: Sendable {
     @discardableResult
     func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws -> String
     {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let text: String? = try await waitForValue(timeout: timeout) {
             let current = received
-            if condition(current) { return current }
-            try await Task.sleep(for: .milliseconds(20))
+            return condition(current) ? current : nil
         }
-        throw TimeoutError(what: "\(what); stream so far: \(received.suffix(2000))", timeout: timeout)
+        guard let text else {
+            throw TimeoutError(what: "\(what); stream so far: \(received.suffix(2000))", timeout: timeout)
+        }
+        return text
     }
 
     /// The data of the last `state` event received.

@@ -423,7 +423,7 @@ struct DoctorTests {
     @Test("a broken deployment: an expired certificate and an unreachable broker, each with what to fix; exit 1")
     func broken() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]))
-        let expired = try makeExpiredCertificate(in: harness.directory)
+        let expired = try await makeExpiredCertificate(in: harness.directory)
         await harness.broker.stop()
         let result = try await runProduct([
             "doctor", "--config", harness.configPath, "--set", "broker.tls.caFile=\(expired)", "--listen", "0.2",
@@ -437,7 +437,7 @@ struct DoctorTests {
     }
 
     /// A self-signed certificate valid only in January 2020 (openssl ca with explicit dates).
-    func makeExpiredCertificate(in directory: URL) throws -> String {
+    func makeExpiredCertificate(in directory: URL) async throws -> String {
         let ca = directory.appendingPathComponent("expired-ca")
         try FileManager.default.createDirectory(at: ca, withIntermediateDirectories: true)
         try "".write(to: ca.appendingPathComponent("index.txt"), atomically: true, encoding: .utf8)
@@ -463,7 +463,7 @@ struct DoctorTests {
             ],
         ] {
             let child = try Subprocess.spawn(openssl, arguments, stdout: .null, stderr: .null)
-            guard child.waitBlocking() == .exited(0) else {
+            guard await child.wait() == .exited(0) else {
                 throw ChildFailure(message: "openssl \(arguments.first!) failed")
             }
         }

@@ -91,13 +91,12 @@ struct ShardingTests {
         }
 
         func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
-            let deadline = ContinuousClock.now + timeout
-            while ContinuousClock.now < deadline {
-                if condition() { return }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let outputs = children.withLock { $0.map { "\($0.key): \($0.value.output.suffix(1500))" } }
-            throw TimeoutError(what: "\(what); evaluators said: \(outputs)", timeout: timeout)
+            try await waitUntil(
+                what, timeout: timeout,
+                context: {
+                    let outputs = children.withLock { $0.map { "\($0.key): \($0.value.output.suffix(1500))" } }
+                    return "evaluators said: \(outputs)"
+                }, condition)
         }
 
         func stop() async {

@@ -158,15 +158,14 @@ final class ProductionBroker: Sendable {
     }
 
     private func waitForListeners(stderr: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ContinuousClock.now < deadline {
+        let listening: Bool? = try await waitForValue(timeout: .seconds(10)) {
             if let termination = process.poll() {
                 let text = (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? ""
                 throw Failure("mosquitto \(termination): \(text)\(log)")
             }
-            if MosquittoBroker.accepts(port: port) && MosquittoBroker.accepts(port: certificatePort) { return }
-            try await Task.sleep(for: .milliseconds(20))
+            return MosquittoBroker.accepts(port: port) && MosquittoBroker.accepts(port: certificatePort) ? true : nil
         }
+        if listening != nil { return }
         stop()
         throw Failure("mosquitto did not listen on \(port) and \(certificatePort) within 10 s: \(log)")
     }

@@ -318,7 +318,7 @@ struct MQTTClientTests {
 @Suite("MQTT over TLS")
 struct MQTTTLSTests {
     /// A CA, a server certificate for 127.0.0.1 and a client certificate, in a fresh directory.
-    static func makeCertificates() throws -> URL {
+    static func makeCertificates() async throws -> URL {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "perimeter-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -334,7 +334,7 @@ struct MQTTTLSTests {
             """
         let child = try Subprocess.spawn(
             "/bin/sh", ["-c", "cd '\(directory.path)' && \(script)"], stdout: .null, stderr: .null)
-        let termination = child.waitBlocking()
+        let termination = await child.wait()
         guard termination == .exited(0) else {
             throw ChildFailure(message: "openssl failed (\(termination)); install it with: apt-get install -y openssl")
         }
@@ -343,7 +343,7 @@ struct MQTTTLSTests {
 
     @Test("a client with a CA file and a client certificate talks to a TLS listener that requires one")
     func mutualTLS() async throws {
-        let certificates = try Self.makeCertificates()
+        let certificates = try await Self.makeCertificates()
         let tlsPort = try MosquittoBroker.freeLoopbackPort()
         let broker = try await TestBroker.start(extraConfiguration: [
             "listener \(tlsPort) 127.0.0.1",

@@ -561,12 +561,11 @@ final class EvaluatorWatch: Sendable {
 
     /// Waits for the evaluator's retained `{"online":true}`.
     func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
+        let online: Bool? = try await waitForValue(timeout: timeout) {
             try evaluator.checkRunning()
-            if let text = status.withLock({ $0 }), text.contains("\"online\":true") { return }
-            try await Task.sleep(for: .milliseconds(20))
+            return status.withLock({ $0 })?.contains("\"online\":true") == true ? true : nil
         }
+        if online != nil { return }
         throw ExitCode(1, "the evaluator did not come online within \(timeout); its log ends:\n\(evaluator.logTail)")
     }
 }

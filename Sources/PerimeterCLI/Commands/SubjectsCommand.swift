@@ -41,13 +41,8 @@ struct SubjectRequest {
         let reply = topics.admin(answer, subject: subject)
         try await client.subscribe(reply, qos: .atLeastOnce)
         try await client.publish(topics.admin(command, subject: subject), "{}", qos: .atLeastOnce)
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let message = inbox.all.first(where: { $0.topic == reply }) {
-                return (try? JSONParser.parse(message.payload)) ?? .null
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        let message = try await waitForValue(timeout: timeout) { inbox.all.first(where: { $0.topic == reply }) }
+        if let message { return (try? JSONParser.parse(message.payload)) ?? .null }
         throw ExitCode(1, "no answer on \(reply) within \(timeout): is the evaluator running for this venue?")
     }
 

@@ -1,0 +1,13 @@
+import PerimeterKit
+
+/// Waits until `condition` holds, asking every `interval`; throws a `TimeoutError` naming `what`
+/// (and whatever `context` says then) when it has not held within `timeout`.
+public func waitUntil(
+    _ what: String, timeout: Duration = .seconds(20), every interval: Duration = .milliseconds(20),
+    context: () -> String = { "" }, _ condition: () async throws -> Bool
+) async throws {
+    let held: Bool? = try await waitForValue(timeout: timeout, every: interval) { try await condition() ? true : nil }
+    guard held == nil else { return }
+    let said = context()
+    throw TimeoutError(what: said.isEmpty ? what : "\(what); \(said)", timeout: timeout)
+}
