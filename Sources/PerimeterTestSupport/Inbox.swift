@@ -26,7 +26,7 @@ public final class Inbox: Sendable {
     /// messages received.
     @discardableResult
     public func waitFor(
-        _ what: String, timeout: Duration = .seconds(15), context: @Sendable () -> String = { "" },
+        _ what: String, timeout: Duration = .seconds(30), context: @Sendable () -> String = { "" },
         _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
     ) async throws -> [MQTTMessage] {
         let messages: [MQTTMessage]? = try await waitForValue(timeout: timeout) {

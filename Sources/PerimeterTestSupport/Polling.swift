@@ -3,7 +3,7 @@ import PerimeterKit
 /// Waits until `condition` holds, asking every `interval`; throws a `TimeoutError` naming `what`
 /// (and whatever `context` says then) when it has not held within `timeout`.
 public func waitUntil(
-    _ what: String, timeout: Duration = .seconds(20), every interval: Duration = .milliseconds(20),
+    _ what: String, timeout: Duration = .seconds(30), every interval: Duration = .milliseconds(20),
     context: () -> String = { "" }, _ condition: () async throws -> Bool
 ) async throws {
     let held: Bool? = try await waitForValue(timeout: timeout, every: interval) { try await condition() ? true : nil }

@@ -40,7 +40,7 @@ extension MosquittoBroker {
 
 /// Collects the next `count` messages from a client, or fails after `timeout`.
 public func nextMessages(
-    _ client: MQTTClient, count: Int, timeout: Duration = .seconds(5)
+    _ client: MQTTClient, count: Int, timeout: Duration = .seconds(20)
 ) async throws
     -> [MQTTMessage]
 {

@@ -31,7 +31,7 @@ final class EventStreamReader: Sendable {
 
     /// Waits until the stream received so far satisfies `condition`.
     @discardableResult
-    func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: (String) -> Bool) async throws -> String
+    func waitFor(_ what: String, timeout: Duration = .seconds(30), _ condition: (String) -> Bool) async throws -> String
     {
         let text: String? = try await waitForValue(timeout: timeout) {
             let current = received

@@ -102,7 +102,7 @@ final class EvaluatorHarness: Sendable {
     /// saying what the evaluator wrote.
     @discardableResult
     func waitFor(
-        _ what: String, timeout: Duration = .seconds(15), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
+        _ what: String, timeout: Duration = .seconds(30), _ condition: @escaping @Sendable ([MQTTMessage]) -> Bool
     ) async throws -> [MQTTMessage] {
         try await received.waitFor(
             what, timeout: timeout, context: { "evaluator said: \(self.evaluatorOutput.suffix(3000))" }, condition)
