@@ -406,7 +406,7 @@ struct DoctorTests {
                     ["t": .number(Date().timeIntervalSince1970), "lat": 48.9, "lon": 2.336, "acc": 3])
             }
         }
-        let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "1.5"])
+        let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "20"])
         publisher.cancel()
         #expect(result.status == .exited(0), "\(result.stdout)\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)

@@ -18,7 +18,8 @@ struct DoctorCommand: ParsableCommand {
             topics the evaluator must be allowed to write and to one it must not
             (sessions/_doctor/_probe, empty and unretained),
             subscribes to what it must read, opens the database for writing, and compares the
-            times of observations seen for a few seconds with this machine's clock.
+            times of observations seen for a few seconds (or the first ten) with this machine's
+            clock.
             Exit status 1 when anything failed.
             """)
 
@@ -28,8 +29,13 @@ struct DoctorCommand: ParsableCommand {
     @Option(help: "A setting, key=value (repeatable).", valueName: "key=value")
     var set: [String] = []
 
-    @Option(help: "Seconds to listen for observations (clock skew).", valueName: "s")
+    @Option(
+        help: "Seconds to listen for observations (clock skew); it stops sooner once it has seen 10.",
+        valueName: "s")
     var listen: Double = 3
+
+    /// Observations enough to judge the agents' clocks.
+    static let enoughObservations = 10
 
     final class Findings: Sendable {
         private let lines = Mutex<[(String, String)]>([])
@@ -180,17 +186,23 @@ struct DoctorCommand: ParsableCommand {
                 findings.ok("ACL \(venue): sessions are refused to this account")
             }
         }
-        // Clock skew: observation times against this machine's clock.
-        try? await Task.sleep(for: .milliseconds(Int(listen * 1000)))
-        let skews = log.all.filter { $0.topic.hasSuffix("/gps") || $0.topic.hasSuffix("/ble") }.compactMap { message in
-            (try? JSONParser.parse(message.payload))?["t"].flatMap { value -> Double? in
-                switch value {
-                case .number(let seconds): seconds
-                case .string(let text): Timestamp.parse(text)?.timeIntervalSince1970
-                default: nil
-                }
-            }.map { Date().timeIntervalSince1970 - $0 }
+        // Clock skew: observation times against this machine's clock, until enough are seen.
+        func skews() -> [Double] {
+            log.all.filter { $0.topic.hasSuffix("/gps") || $0.topic.hasSuffix("/ble") }.compactMap { message in
+                (try? JSONParser.parse(message.payload))?["t"].flatMap { value -> Double? in
+                    switch value {
+                    case .number(let seconds): seconds
+                    case .string(let text): Timestamp.parse(text)?.timeIntervalSince1970
+                    default: nil
+                    }
+                }.map { Date().timeIntervalSince1970 - $0 }
+            }
         }
+        let skews =
+            (try? await waitForValue(timeout: .milliseconds(Int(listen * 1000)), every: .milliseconds(50)) {
+                let seen = skews()
+                return seen.count >= Self.enoughObservations ? seen : nil
+            }) ?? skews()
         if let worst = skews.max(by: { abs($0) < abs($1) }) {
             let text = "clock: \(skews.count) observations seen, worst offset \(String(format: "%.1f", worst)) s"
             if abs(worst) > 5 { findings.warn(text + "; check NTP on the agents and here") } else { findings.ok(text) }
