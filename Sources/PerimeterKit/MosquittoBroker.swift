@@ -75,7 +75,8 @@ public final class MosquittoBroker: Sendable {
     }
 
     /// Writes a configuration, starts `mosquitto` and waits until it accepts connections.
-    /// - Throws: ``Failure`` when mosquitto is missing or does not come up within 10 s.
+    /// - Throws: ``Failure`` when mosquitto is missing, exits, or does not listen within 30 s (a
+    ///   loaded machine can be slow to start it).
     public static func start(_ options: Options = Options()) async throws -> MosquittoBroker {
         let executable = try locate()
         var lastError: (any Error)?
@@ -145,7 +146,7 @@ public final class MosquittoBroker: Sendable {
             executable, ["-c", configurationPath], stdout: .null, stderr: .file(errorLog, append: false),
             newProcessGroup: true)
         process.withLock { $0 = child }
-        let listening: Bool? = try await waitForValue(timeout: .seconds(10)) {
+        let listening: Bool? = try await waitForValue(timeout: .seconds(30)) {
             if let termination = child.poll() {
                 let stderr = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
                 process.withLock { $0 = nil }
@@ -157,7 +158,7 @@ public final class MosquittoBroker: Sendable {
         }
         if listening != nil { return }
         kill()
-        throw Failure.startFailed("no connection on 127.0.0.1:\(port) within 10 s")
+        throw Failure.startFailed("no connection on 127.0.0.1:\(port) within 30 s")
     }
 
     /// Stops the broker with SIGTERM (it saves persistence) and waits for it to exit.

@@ -33,8 +33,12 @@ final class ProductionBroker: Sendable {
     }
 
     var certificates: String { directory.appendingPathComponent("certs").path }
-    var logPath: String { directory.appendingPathComponent("mosquitto.log").path }
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    var logPath: String { Self.logPath(in: directory) }
+    var log: String { Self.log(in: directory) }
+    static func logPath(in directory: URL) -> String { directory.appendingPathComponent("mosquitto.log").path }
+    static func log(in directory: URL) -> String {
+        (try? String(contentsOfFile: logPath(in: directory), encoding: .utf8)) ?? ""
+    }
 
     private init(directory: URL, port: Int, certificatePort: Int, passwords: [String: String], process: Subprocess) {
         self.directory = directory
@@ -83,16 +87,21 @@ final class ProductionBroker: Sendable {
             let process = try Subprocess.spawn(
                 mosquitto, ["-c", configurationPath], stdout: .null, stderr: .file(stderr, append: true),
                 newProcessGroup: true)
-            let broker = ProductionBroker(
-                directory: directory, port: port, certificatePort: certificatePort, passwords: passwords,
-                process: process)
+            // The broker (whose end removes the directory) exists only once mosquitto listens:
+            // a failed attempt must leave the certificates and passwords for the next one.
             do {
-                try await broker.waitForListeners(stderr: stderr)
-                return broker
+                try await waitForListeners(
+                    process, ports: [port, certificatePort], stderr: stderr, directory: directory)
+                return ProductionBroker(
+                    directory: directory, port: port, certificatePort: certificatePort, passwords: passwords,
+                    process: process)
             } catch {
                 lastError = error
+                process.signal(SIGKILL)
+                await process.wait()
             }
         }
+        try? FileManager.default.removeItem(at: directory)
         throw lastError ?? Failure("mosquitto did not start")
     }
 
@@ -110,7 +119,7 @@ final class ProductionBroker: Sendable {
             "password_file": "password_file \(passwordFile)",
             "acl_file": "acl_file \(deployDirectory.appendingPathComponent("acl.conf").path)",
             "persistence_location": "persistence_location \(directory.path)/",
-            "log_dest": "log_dest file \(directory.appendingPathComponent("mosquitto.log").path)",
+            "log_dest": "log_dest file \(logPath(in: directory))",
         ]
         var lines: [String] = []
         var replaced: Set<String> = []
@@ -157,17 +166,20 @@ final class ProductionBroker: Sendable {
         }
     }
 
-    private func waitForListeners(stderr: String) async throws {
-        let listening: Bool? = try await waitForValue(timeout: .seconds(10)) {
+    private static func waitForListeners(
+        _ process: Subprocess, ports: [Int], stderr: String, directory: URL
+    ) async throws {
+        let timeout = Duration.seconds(30)
+        let listening: Bool? = try await waitForValue(timeout: timeout) {
             if let termination = process.poll() {
                 let text = (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? ""
-                throw Failure("mosquitto \(termination): \(text)\(log)")
+                throw Failure("mosquitto \(termination): \(text)\(log(in: directory))")
             }
-            return MosquittoBroker.accepts(port: port) && MosquittoBroker.accepts(port: certificatePort) ? true : nil
+            return ports.allSatisfy { MosquittoBroker.accepts(port: $0) } ? true : nil
         }
-        if listening != nil { return }
-        stop()
-        throw Failure("mosquitto did not listen on \(port) and \(certificatePort) within 10 s: \(log)")
+        if listening == nil {
+            throw Failure("mosquitto did not listen on \(ports) within \(timeout): \(log(in: directory))")
+        }
     }
 
     func stop() {
