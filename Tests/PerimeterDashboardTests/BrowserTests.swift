@@ -69,8 +69,9 @@ struct BrowserTests {
             let port = try #require(Int(url.split(separator: ":").last!.dropLast()))
             try await waitForHealth(port: port) { $0.hasPrefix("ok") }
 
-            // The browser loads the page, whose end is held 6 s; meanwhile a visitor walks in.
-            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6#visitor-1"]) }
+            // The browser loads the page, whose end is held 15 s (everything arrives within a few
+            // seconds on a quiet machine, later under load); meanwhile a visitor walks in.
+            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/15#visitor-1"]) }
             try await waitForHealth(port: port) { $0.contains("1 page(s) streaming") }
             let t = Timestamp.format(Date())
             try await publisher.publish(
@@ -149,7 +150,9 @@ struct BrowserTests {
             try await up.waitForLine(containing: "evaluator running", timeout: .seconds(60))
             let publisher = try MQTTClient(MQTTConfiguration(port: port, clientID: "browser-up-publisher"))
             try await publisher.connect(timeout: .seconds(10))
-            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/6#visitor-9"]) }
+            // Held 15 s: gallery-1 confirms an enter after 3 s (enterDelay), and under load the
+            // publish below can come seconds after the page opened.
+            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/15#visitor-9"]) }
             try await waitForHealth(port: dashboardPort) { $0.contains("1 page(s) streaming") }
             try await publisher.publish(
                 "perimeter/v1/museum/obs/phone-9/gps",
