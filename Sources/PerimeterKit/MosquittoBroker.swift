@@ -146,7 +146,7 @@ public final class MosquittoBroker: Sendable {
             executable, ["-c", configurationPath], stdout: .null, stderr: .file(errorLog, append: false),
             newProcessGroup: true)
         process.withLock { $0 = child }
-        let listening: Bool? = try await waitForValue(timeout: .seconds(30)) {
+        let listening = try await waitForCondition(timeout: .seconds(30)) {
             if let termination = child.poll() {
                 let stderr = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
                 process.withLock { $0 = nil }
@@ -154,9 +154,9 @@ public final class MosquittoBroker: Sendable {
                     "\(termination) on port \(port): "
                         + (stderr + log).trimmingCharacters(in: .whitespacesAndNewlines))
             }
-            return Self.accepts(port: port) ? true : nil
+            return Self.accepts(port: port)
         }
-        if listening != nil { return }
+        if listening { return }
         kill()
         throw Failure.startFailed("no connection on 127.0.0.1:\(port) within 30 s")
     }

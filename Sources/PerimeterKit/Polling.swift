@@ -13,3 +13,11 @@ public func waitForValue<T>(
     }
     return try await probe()
 }
+
+/// Whether `condition` came to hold within `timeout`, asked as ``waitForValue(timeout:every:_:)``
+/// asks (once more after the deadline).
+public func waitForCondition(
+    timeout: Duration, every interval: Duration = .milliseconds(20), _ condition: () async throws -> Bool
+) async throws -> Bool {
+    try await waitForValue(timeout: timeout, every: interval) { try await condition() ? true : nil } != nil
+}

@@ -6,8 +6,7 @@ public func waitUntil(
     _ what: String, timeout: Duration = .seconds(30), every interval: Duration = .milliseconds(20),
     context: () -> String = { "" }, _ condition: () async throws -> Bool
 ) async throws {
-    let held: Bool? = try await waitForValue(timeout: timeout, every: interval) { try await condition() ? true : nil }
-    guard held == nil else { return }
+    if try await waitForCondition(timeout: timeout, every: interval, condition) { return }
     let said = context()
     throw TimeoutError(what: said.isEmpty ? what : "\(what); \(said)", timeout: timeout)
 }

@@ -170,14 +170,14 @@ final class ProductionBroker: Sendable {
         _ process: Subprocess, ports: [Int], stderr: String, directory: URL
     ) async throws {
         let timeout = Duration.seconds(30)
-        let listening: Bool? = try await waitForValue(timeout: timeout) {
+        let listening = try await waitForCondition(timeout: timeout) {
             if let termination = process.poll() {
                 let text = (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? ""
                 throw Failure("mosquitto \(termination): \(text)\(log(in: directory))")
             }
-            return ports.allSatisfy { MosquittoBroker.accepts(port: $0) } ? true : nil
+            return ports.allSatisfy { MosquittoBroker.accepts(port: $0) }
         }
-        if listening == nil {
+        if !listening {
             throw Failure("mosquitto did not listen on \(ports) within \(timeout): \(log(in: directory))")
         }
     }

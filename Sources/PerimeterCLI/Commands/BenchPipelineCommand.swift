@@ -561,11 +561,11 @@ final class EvaluatorWatch: Sendable {
 
     /// Waits for the evaluator's retained `{"online":true}`.
     func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {
-        let online: Bool? = try await waitForValue(timeout: timeout) {
+        let online = try await waitForCondition(timeout: timeout) {
             try evaluator.checkRunning()
-            return status.withLock({ $0 })?.contains("\"online\":true") == true ? true : nil
+            return status.withLock({ $0 })?.contains("\"online\":true") == true
         }
-        if online != nil { return }
+        if online { return }
         throw ExitCode(1, "the evaluator did not come online within \(timeout); its log ends:\n\(evaluator.logTail)")
     }
 }
