@@ -418,6 +418,11 @@ struct DoctorTests {
         ] {
             #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
         }
+        // It stopped listening after ten observations: the publisher's five a second over the
+        // whole 20 s would be about a hundred.
+        let clock = lines.first { $0.hasPrefix("ok   clock: ") }
+        let seen = clock.flatMap { Int($0.dropFirst("ok   clock: ".count).prefix { $0.isNumber }) }
+        #expect(seen.map { (10..<50).contains($0) } == true, "\(clock ?? "no clock line")")
         await harness.stop()
     }
 

@@ -186,16 +186,18 @@ struct DoctorCommand: ParsableCommand {
                 findings.ok("ACL \(venue): sessions are refused to this account")
             }
         }
-        // Clock skew: observation times against this machine's clock, until enough are seen.
+        // Clock skew: each observation's time against this machine's clock when it arrived,
+        // until enough are seen.
         func skews() -> [Double] {
-            log.all.filter { $0.topic.hasSuffix("/gps") || $0.topic.hasSuffix("/ble") }.compactMap { message in
-                (try? JSONParser.parse(message.payload))?["t"].flatMap { value -> Double? in
+            log.timed.filter { $0.message.topic.hasSuffix("/gps") || $0.message.topic.hasSuffix("/ble") }.compactMap {
+                received in
+                (try? JSONParser.parse(received.message.payload))?["t"].flatMap { value -> Double? in
                     switch value {
                     case .number(let seconds): seconds
                     case .string(let text): Timestamp.parse(text)?.timeIntervalSince1970
                     default: nil
                     }
-                }.map { Date().timeIntervalSince1970 - $0 }
+                }.map { received.at.timeIntervalSince1970 - $0 }
             }
         }
         let skews =

@@ -1,3 +1,4 @@
+import Foundation
 import PerimeterMQTT
 import Synchronization
 
@@ -8,9 +9,9 @@ final class MessageInbox: Sendable {
     private let reader: Task<Void, Never>
 
     final class Log: Sendable {
-        private let messages = Mutex<[MQTTMessage]>([])
-        func append(_ message: MQTTMessage) { messages.withLock { $0.append(message) } }
-        var all: [MQTTMessage] { messages.withLock { $0 } }
+        private let messages = Mutex<[(message: MQTTMessage, at: Date)]>([])
+        func append(_ message: MQTTMessage) { messages.withLock { $0.append((message, Date())) } }
+        var all: [(message: MQTTMessage, at: Date)] { messages.withLock { $0 } }
     }
 
     /// Starts collecting what `client` receives.
@@ -20,7 +21,10 @@ final class MessageInbox: Sendable {
         reader = Task { for await message in stream { log.append(message) } }
     }
 
-    var all: [MQTTMessage] { log.all }
+    var all: [MQTTMessage] { log.all.map(\.message) }
+
+    /// Every message with the time it was read off the stream.
+    var timed: [(message: MQTTMessage, at: Date)] { log.all }
 
     func stop() { reader.cancel() }
 }
