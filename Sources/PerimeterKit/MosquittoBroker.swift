@@ -206,6 +206,9 @@ public final class MosquittoBroker: Sendable {
     /// ephemeral range: a port the kernel picked (bind to 0) can be handed to some outgoing
     /// connection before the broker binds it (seen when tests ran in parallel: gpsd's "Address
     /// already in use"). Falls back to the kernel's choice when there is no room below.
+    ///
+    /// A process never gets the same port twice: two brokers started at once (tests in
+    /// parallel) could otherwise both be given a port neither has bound yet.
     public static func freeLoopbackPort() throws -> Int {
         let ephemeralLow =
             (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
@@ -213,11 +216,15 @@ public final class MosquittoBroker: Sendable {
         if ephemeralLow > 12_000 {
             for _ in 0..<200 {
                 let port = Int.random(in: 10_000..<ephemeralLow)
+                guard handedOut.withLock({ $0.insert(port).inserted }) else { continue }
                 if (try? bindLoopback(port: port)) == port { return port }
             }
         }
         return try bindLoopback(port: 0)
     }
+
+    /// The ports ``freeLoopbackPort()`` has given (or found taken) in this process.
+    private static let handedOut = Mutex<Set<Int>>([])
 
     /// Binds a socket to 127.0.0.1:`port` (0: the kernel chooses), closes it, returns the port.
     private static func bindLoopback(port: Int) throws -> Int {
