@@ -174,9 +174,13 @@ struct BrowserTests {
         #expect(!MosquittoBroker.accepts(port: port), "up's broker is gone")
     }
 
+    /// Waits for the dashboard's /healthz to satisfy `condition`; 60 s, as long as Chromium may
+    /// take to start and open the page's stream on a loaded machine.
     func waitForHealth(port: Int, _ condition: (String) -> Bool) async throws {
         var last = ""
-        try await waitUntil("dashboard health", every: .milliseconds(50), context: { "last: \(last)" }) {
+        try await waitUntil(
+            "dashboard health", timeout: .seconds(60), every: .milliseconds(50), context: { "last: \(last)" }
+        ) {
             last = (try? httpGet(port: port, path: "/healthz").body) ?? ""
             return condition(last)
         }
