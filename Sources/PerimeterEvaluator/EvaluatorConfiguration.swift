@@ -46,6 +46,12 @@ public struct EvaluatorConfiguration: ServiceSettings {
     /// A snapshot of the whole state is taken after this many journal rows (and at shutdown);
     /// the journal before it is dropped, so a restart replays at most this many rows.
     public var snapshotEvery: Int = 50_000
+    /// Journal rows processed and committed together (group commit): one short write
+    /// transaction for many arrivals instead of one each.
+    public var groupCommitRows: Int = 1_024
+    /// Published messages not yet acknowledged before processing waits for the broker
+    /// (bounds libmosquitto's queue, and so the evaluator's memory, whatever the broker does).
+    public var maxUnacknowledged: Int = 20_000
     /// `host:port` of `/metrics` and `/healthz` (loopback); nil for none.
     public var http: (host: String, port: Int)?
     /// `/healthz` reports unhealthy when processing lags arrival by more than this.
@@ -96,6 +102,8 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
         let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
+        let groupCommitRows = reader.int("evaluator.groupCommitRows", default: 1_024, range: 1...100_000)
+        let maxUnacknowledged = reader.int("evaluator.maxUnacknowledged", default: 20_000, range: 100...1_000_000)
         let http = reader.hostPort("evaluator.http")
         let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
         let role = reader.choice("evaluator.role", default: LeasePolicy.Role.active)
@@ -134,6 +142,8 @@ public struct EvaluatorConfiguration: ServiceSettings {
             limits: InboundDecoder.Limits(maxPayloadBytes: maxPayload, maxBatch: maxBatch),
             statsInterval: statsInterval, tickInterval: tickInterval, sessionExpiry: sessionExpiry, log: log)
         configuration.snapshotEvery = snapshotEvery
+        configuration.groupCommitRows = groupCommitRows
+        configuration.maxUnacknowledged = maxUnacknowledged
         configuration.http = http
         configuration.healthMaxLag = healthMaxLag
         configuration.role = role

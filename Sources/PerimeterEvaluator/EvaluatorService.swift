@@ -18,15 +18,18 @@ import Synchronization
 public struct EvaluatorService: Service {
     public let configuration: EvaluatorConfiguration
     public let logger: Logger
+    /// Where the service's time comes from: arrival times, ticks, lag, stats, the standby window.
+    public let clock: any TimeSource
     public var name: String { "evaluator" }
 
-    public init(configuration: EvaluatorConfiguration, logger: Logger) {
+    public init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
     }
 
     public func run() async throws {
-        let runtime = try EvaluatorRuntime(configuration: configuration, logger: logger)
+        let runtime = try EvaluatorRuntime(configuration: configuration, logger: logger, clock: clock)
         try await runtime.run()
     }
 }
@@ -46,12 +49,12 @@ struct EvaluatorStats {
     var published = 0
     var lastLag: Double = 0
 
-    func payload(queueDepth: Int, unsent: Int, instance: String, journalFailures: Int) -> JSONValue {
+    func payload(queueDepth: Int, unsent: Int, instance: String, journalFailures: Int, now: Date) -> JSONValue {
         func object(_ counts: [String: Int]) -> JSONValue {
             .object(JSONObject(counts.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) }))
         }
         return [
-            "instance": .string(instance), "t": .string(Timestamp.format(Date())),
+            "instance": .string(instance), "t": .string(Timestamp.format(now)),
             "observationsIn": object(observations), "eventsOut": object(events), "rejects": object(rejects),
             "privacyDrops": object(privacyDrops),
             "ignored": .number(Double(ignored)), "published": .number(Double(published)),
@@ -66,6 +69,7 @@ struct EvaluatorStats {
 final class EvaluatorRuntime {
     let configuration: EvaluatorConfiguration
     let logger: Logger
+    let clock: any TimeSource
     let store: EvaluatorStore
     private var venues: [String: VenueEvaluator] = [:]
     private let topics: [String: Topics]
@@ -100,9 +104,10 @@ final class EvaluatorRuntime {
         var deadletter: OutboundMessage?
     }
 
-    init(configuration: EvaluatorConfiguration, logger: Logger) throws {
+    init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource) throws {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
         store = try EvaluatorStore(path: configuration.databasePath)
         var topics: [String: Topics] = [:]
         for venue in configuration.venues {
@@ -175,7 +180,7 @@ final class EvaluatorRuntime {
         let started = ContinuousClock.now
         waitForBackgroundSnapshot()
         let data = try VenueEvaluator.snapshotEncoder().encode(currentSnapshot)
-        try store.saveSnapshot(seq: cursor, data: Array(data))
+        try store.saveSnapshot(seq: cursor, data: Array(data), now: clock.now)
         sinceSnapshot = 0
         logger.info(
             "snapshot taken",
@@ -193,6 +198,7 @@ final class EvaluatorRuntime {
         let seq = cursor
         let path = configuration.databasePath
         let logger = logger
+        let now = clock.now
         let writing = SnapshotWriting()
         snapshotWriting = writing
         sinceSnapshot = 0
@@ -201,7 +207,7 @@ final class EvaluatorRuntime {
             let started = ContinuousClock.now
             do {
                 let data = try VenueEvaluator.snapshotEncoder().encode(snapshot)
-                try EvaluatorStore(path: path).saveSnapshot(seq: seq, data: Array(data))
+                try EvaluatorStore(path: path).saveSnapshot(seq: seq, data: Array(data), now: now)
                 logger.info(
                     "snapshot taken",
                     metadata: [
@@ -243,8 +249,7 @@ final class EvaluatorRuntime {
                 continue
             }
             if fileText[id] != text {
-                try store.journal(
-                    topic: EvaluatorStore.Internal.regionsFile + id, payload: Array(data), received: Date())
+                try store.journal(.regionsFile, topic: id, payload: Array(data), received: clock.now)
                 logger.info(
                     "regions file loaded", metadata: ["venue": .string(id), "regions": "\(document.regions.count)"])
             }
@@ -272,21 +277,26 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
-        let journal = ArrivalJournal(logger: logger) {
-            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
+        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(64))
+        let journal = ArrivalJournal(logger: logger) { [clock] in
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            wake.yield(.message)
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
             will: MQTTConfiguration.Will(
                 topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
+        // Arrivals are journalled (and the processor woken) on the network thread; nothing is
+        // queued on `client.messages` (a second copy of each message that nobody read).
+        mqtt.inboundBufferSize = 0
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
         let server = try startHTTP(client)
         defer { server?.stop() }
         // The broker may come up after us: keep trying (the client backs off), and say so.
-        let patience = Task { [logger, endpoint = mqtt.endpoint] in
+        let patience = Task { [logger, clock, endpoint = mqtt.endpoint] in
             while !Task.isCancelled {
-                try await Task.sleep(for: .seconds(10))
+                try await clock.sleep(for: .seconds(10))
                 if client.state.isConnected { return }
                 logger.warning("broker not reachable yet; still trying", metadata: ["broker": .string(endpoint)])
             }
@@ -302,23 +312,34 @@ final class EvaluatorRuntime {
                 "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string("\(client.endpoint)"),
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
-        if publishing { try await publishUnsent(client) }
-
-        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(64))
+        let publisher = OutboxPublisher(client: client, maxUnacknowledged: configuration.maxUnacknowledged) {
+            wake.yield(.acknowledged)
+        }
+        self.publisher = publisher
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await _ in client.messages { wake.yield(.message) }
-            }
-            group.addTask { [tick = configuration.tickInterval] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(Int(tick * 1000)))
+            group.addTask { await publisher.run() }
+            if publishing { try await publishUnsent() }
+            group.addTask { [clock, tick = configuration.tickInterval] in
+                while true {
+                    try await clock.sleep(seconds: tick)
                     wake.yield(.tick)
                 }
             }
-            group.addTask { [interval = configuration.statsInterval] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+            group.addTask { [clock, interval = configuration.statsInterval] in
+                while true {
+                    try await clock.sleep(seconds: interval)
                     wake.yield(.stats)
+                }
+            }
+            group.addTask {
+                // Every connection after the first, and a first one without a stored session,
+                // may meet a broker that lost its retained messages: republish the picture.
+                var first = true
+                for await state in client.connectionStates() {
+                    guard case .connected(let sessionPresent) = state else { continue }
+                    defer { first = false }
+                    if first && sessionPresent { continue }
+                    wake.yield(.reconnected)
                 }
             }
             group.addTask {
@@ -331,11 +352,13 @@ final class EvaluatorRuntime {
             for await reason in wakes {
                 if Task.isCancelled { break }
                 switch reason {
-                case .message: break
+                case .message, .acknowledged: break
                 case .tick: try journalTicks()
                 case .stats:
                     await publishStats(client, journal: journal)
-                    if !publishing { try store.dropUnsent(before: Date() - configuration.standbyWindow) }
+                    if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
+                case .reconnected:
+                    if publishing { try await republishRetained() }
                 case .lease: try await followLease(lease, client)
                 case .reload:
                     logger.notice("SIGHUP: re-reading regions files")
@@ -345,6 +368,8 @@ final class EvaluatorRuntime {
             }
             group.cancelAll()
         }
+        // What was acknowledged before the end is recorded; the rest is published again next run.
+        try? recordAcknowledged()
         if sinceSnapshot > 0 {
             do { try takeSnapshot() } catch {
                 logger.error("snapshot at shutdown failed", metadata: ["error": "\(error)"])
@@ -354,7 +379,10 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case message, tick, stats, reload, lease }
+    enum Wake { case message, acknowledged, tick, stats, reload, lease, reconnected }
+
+    /// The publishing stage (set once connected).
+    private var publisher: OutboxPublisher?
 
     private func publishStatus(_ client: MQTTClient) async throws {
         let status: JSONValue = [
@@ -382,7 +410,7 @@ final class EvaluatorRuntime {
                     "from": .string(Set(holders).sorted().joined(separator: ",")),
                     "unsent": "\((try? store.unsentCount()) ?? 0)",
                 ])
-            try await publishUnsent(client)
+            try await publishUnsent()
         } else if publishing && LeasePolicy.shouldStepDown(me: configuration.instance, venues: venues, view: view) {
             publishing = false
             try await publishStatus(client)
@@ -417,71 +445,78 @@ final class EvaluatorRuntime {
 
     /// Journals a tick for every venue; a tick that changes nothing is dropped again when processed.
     private func journalTicks() throws {
-        let now = Date()
+        let now = clock.now
         for venue in venueIDs.sorted() {
             let clock = venueTime(venue, at: now)
             try store.journal(
-                topic: EvaluatorStore.Internal.tick + venue,
-                payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
+                .tick, topic: venue, payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
         }
     }
 
-    /// Processes every journalled row after the cursor, in order, and publishes what it produced.
+    /// What processing one journal row gave, before it is committed.
+    private struct Processed {
+        var row: EvaluatorStore.InboxRow
+        var venue: String?
+        var messages: [OutboundMessage] = []
+        var events: [RegionEvent] = []
+        var erased: [String] = []
+        /// A tick that changed nothing, or an observation the privacy gate refused: not kept.
+        var forget = false
+    }
+
+    /// Processes the journal after the cursor, in groups: each group is applied in memory (the
+    /// pure core, no lock held), then committed in one short transaction (outbox rows,
+    /// membership, the retained picture, what the broker acknowledged meanwhile, the cursor),
+    /// then handed to the publisher, which does not wait for the acknowledgements. The journal
+    /// writes of the network thread wait at most for that short commit.
     private func drain(_ client: MQTTClient) async throws {
         while true {
-            let rows = try store.inbox(after: cursor, limit: 512)
-            guard !rows.isEmpty else { return }
-            var toPublish: [EvaluatorStore.OutboxRow] = []
+            let rows = try store.inbox(after: cursor, limit: configuration.groupCommitRows)
+            guard !rows.isEmpty else {
+                try recordAcknowledged()
+                return
+            }
+            var processed: [Processed] = []
             var ephemeral: [OutboundMessage] = []
-            var idleTicks: [Int64] = []
-            try store.database.transaction {
-                for row in rows {
-                    let applied = apply(row)
-                    var messages: [OutboundMessage] = []
-                    var events: [RegionEvent] = []
-                    // An observation the privacy gate refused is not kept (DESIGN.md §5).
-                    var dropRow = false
-                    for output in applied.outputs {
-                        guard let venue = applied.venue, let topics = topics[venue] else { continue }
-                        switch output {
-                        case .privacyDrop(_, let reason):
-                            stats.privacyDrops[reason, default: 0] += 1
-                            metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "dropped"])
-                            dropRow = true
-                        case .erased(let subject, _):
-                            // Its rows go too: states, journal and outbox rows that name it.
+            processed.reserveCapacity(rows.count)
+            for row in rows {
+                var item = process(row)
+                item.messages.removeAll { message in
+                    guard message.qos == 0 && !message.retain else { return false }
+                    ephemeral.append(message)
+                    return true
+                }
+                processed.append(item)
+            }
+            Self.coalesceRetained(&processed)
+            let acknowledged = publisher?.takeAcknowledged() ?? OutboxPublisher.Acknowledged()
+            let now = clock.now
+            let toPublish = try store.database.transaction {
+                var toPublish: [EvaluatorStore.OutboxRow] = []
+                for item in processed {
+                    if let venue = item.venue {
+                        for subject in item.erased {
                             try store.erase(
-                                subject: subject, venue: venue, level: Topics.level(subject), through: row.seq)
-                            snapshotSoon = true
-                            logger.notice(
-                                "subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
-                        case .event(let event):
-                            events.append(event)
-                            stats.events[event.kind.rawValue, default: 0] += 1
-                            if event.kind != .state {
-                                metrics.add(
-                                    "perimeter_events_total", labels: ["venue": venue, "event": event.kind.rawValue])
-                                eventArrivals.append(row.received)
-                            }
-                        default: break
+                                subject: subject, venue: venue, level: Topics.level(subject), through: item.row.seq)
                         }
-                        for message in output.messages(topics: topics) {
-                            if case .ranging = output { ephemeral.append(message) } else { messages.append(message) }
-                        }
-                    }
-                    if let deadletter = applied.deadletter { messages.append(deadletter) }
-                    if (row.topic.hasPrefix(EvaluatorStore.Internal.tick) && applied.outputs.isEmpty) || dropRow {
-                        idleTicks.append(row.seq)
                     }
                     toPublish += try store.commit(
-                        seq: row.seq, venue: applied.venue, messages: messages, events: events)
-                    stats.lastLag = Date().timeIntervalSince(row.received)
-                    metrics.set("perimeter_lag_seconds", stats.lastLag)
+                        seq: item.row.seq, venue: item.venue, messages: item.messages, events: item.events, now: now)
+                    if item.forget { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", item.row.seq) }
                 }
-                for seq in idleTicks { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", seq) }
+                try record(acknowledged)
+                groupCommits += 1
+                if Self.faultKillInGroupCommit > 0 && groupCommits >= Self.faultKillInGroupCommit && rows.count > 1 {
+                    // Fault injection for the crash test: die with the group's writes done
+                    // and its COMMIT not yet made.
+                    kill(getpid(), SIGKILL)
+                }
+                return toPublish
             }
             cursor = rows.last!.seq
             sinceSnapshot += rows.count
+            stats.lastLag = now.timeIntervalSince(rows.last!.received)
+            metrics.set("perimeter_lag_seconds", stats.lastLag)
             // A standby keeps its outbox for a takeover (dropped after standbyWindow); ranging
             // and other ephemeral messages are the active's to send.
             if publishing { try await publish(toPublish, ephemeral: ephemeral, client) }
@@ -495,54 +530,147 @@ final class EvaluatorRuntime {
         }
     }
 
+    /// Group commits made by this run.
+    private var groupCommits = 0
+
+    /// `PERIMETER_FAULT_KILL_IN_GROUP_COMMIT=n`: the crash test's fault injection (SIGKILL
+    /// inside the first group commit of more than one row from the n-th on, before its COMMIT).
+    /// Unset in production.
+    private static let faultKillInGroupCommit =
+        ProcessInfo.processInfo.environment["PERIMETER_FAULT_KILL_IN_GROUP_COMMIT"].flatMap { Int($0) } ?? -1
+
+    /// Within one group only the last value of a retained topic is published (and kept): the
+    /// retained picture is the current state, and every superseded value would cost the
+    /// broker a message (occupancy changes with every enter and exit in a busy region).
+    /// Transitions are never coalesced.
+    private static func coalesceRetained(_ processed: inout [Processed]) {
+        var seen: Set<String> = []
+        for index in processed.indices.reversed() {
+            var keep: [OutboundMessage] = []
+            for message in processed[index].messages.reversed() {
+                if message.retain {
+                    guard seen.insert(message.topic).inserted else { continue }
+                }
+                keep.append(message)
+            }
+            processed[index].messages = keep.reversed()
+        }
+    }
+
+    /// Runs one journal row through the core and sorts its outputs into what is published,
+    /// what the store records and what the service does.
+    private func process(_ row: EvaluatorStore.InboxRow) -> Processed {
+        let applied = apply(row)
+        var item = Processed(row: row, venue: applied.venue)
+        item.forget = row.kind == .tick && applied.outputs.isEmpty
+        for output in applied.outputs {
+            guard let venue = applied.venue, let topics = topics[venue] else { continue }
+            switch output {
+            case .privacyDrop(_, let reason):
+                // An observation the privacy gate refused is not kept (DESIGN.md §5).
+                stats.privacyDrops[reason, default: 0] += 1
+                metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "dropped"])
+                item.forget = true
+            case .erased(let subject, _):
+                // Its rows go too: states, journal and outbox rows that name it.
+                item.erased.append(subject)
+                snapshotSoon = true
+                logger.notice("subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
+            case .event(let event):
+                item.events.append(event)
+                stats.events[event.kind.rawValue, default: 0] += 1
+                if event.kind != .state {
+                    metrics.add("perimeter_events_total", labels: ["venue": venue, "event": event.kind.rawValue])
+                    eventArrivals.append(row.received)
+                }
+            default: break
+            }
+            item.messages += output.messages(topics: topics)
+        }
+        if let deadletter = applied.deadletter { item.messages.append(deadletter) }
+        return item
+    }
+
+    /// Hands committed rows to the publisher (it does not wait for their acknowledgements;
+    /// ``recordAcknowledged()`` marks them later) and ranging straight to the client at QoS 0.
     private func publish(
         _ rows: [EvaluatorStore.OutboxRow], ephemeral: [OutboundMessage], _ client: MQTTClient
-    )
-        async throws
-    {
+    ) async throws {
         for message in ephemeral {
             try? await client.publish(
                 message.topic, payload: message.payload, qos: .atMostOnce, retain: false,
                 properties: MQTTProperties(messageExpiry: message.expiry, contentType: "application/json"))
         }
-        guard !rows.isEmpty else { return }
-        let sent = Date()
-        let receipt = try client.send(
-            batch: rows.map { row in
-                MQTTMessage(
-                    topic: row.message.topic, payload: row.message.payload,
-                    qos: QoS(rawValue: Int32(row.message.qos)) ?? .atLeastOnce, retain: row.message.retain,
-                    properties: MQTTProperties(
-                        messageExpiry: row.message.expiry, contentType: "application/json",
-                        userProperties: row.message.eventID.map { [UserProperty("event-id", $0)] } ?? []))
+        guard !rows.isEmpty, let publisher else { return }
+        let now = clock.now
+        for received in eventArrivals {
+            metrics.observe("perimeter_observation_to_event_seconds", now.timeIntervalSince(received))
+        }
+        eventArrivals.removeAll()
+        try await publisher.send(
+            rows.map { row in
+                OutboxPublisher.Row(number: row.number, message: Self.mqttMessage(row.message))
             })
-        // QoS 1 rows in order: a refusal (the broker's ACL) is final — retrying would only
-        // repeat it — so the row is set aside (sent = 2) and said loudly, not retried forever.
-        let qosRows = rows.filter { $0.message.qos > 0 }
-        let outcomes = try await client.acknowledgements(receipt)
-        var refused: [Int64] = []
-        for (row, outcome) in zip(qosRows, outcomes) {
-            guard let outcome else { continue }
-            refused.append(row.number)
+    }
+
+    static func mqttMessage(_ message: OutboundMessage) -> MQTTMessage {
+        MQTTMessage(
+            topic: message.topic, payload: message.payload,
+            qos: QoS(rawValue: Int32(message.qos)) ?? .atLeastOnce, retain: message.retain,
+            properties: MQTTProperties(
+                messageExpiry: message.expiry, contentType: "application/json",
+                userProperties: message.eventID.map { [UserProperty("event-id", $0)] } ?? []))
+    }
+
+    /// Marks what the broker acknowledged since the last look (its own short transaction).
+    private func recordAcknowledged() throws {
+        guard let acknowledged = publisher?.takeAcknowledged(), !acknowledged.isEmpty else { return }
+        try store.database.transaction { try record(acknowledged) }
+    }
+
+    /// Acknowledged rows are marked sent. A refusal (the broker's ACL) is final — retrying
+    /// would only repeat it — so the row is set aside (sent = 2) and said loudly.
+    private func record(_ acknowledged: OutboxPublisher.Acknowledged) throws {
+        guard !acknowledged.isEmpty else { return }
+        for refusal in acknowledged.refused {
             metrics.add("perimeter_publish_refused_total")
             logger.error(
                 "the broker refused a publish; check the ACL (perimeter doctor)",
-                metadata: ["topic": .string(row.message.topic), "error": "\(outcome)"])
+                metadata: ["topic": .string(refusal.topic), "error": "\(refusal.error)"])
         }
-        try store.markSent(rows.map(\.number).filter { !refused.contains($0) })
-        if !refused.isEmpty { try store.markRefused(refused) }
-        stats.published += rows.count - refused.count
-        let acknowledged = Date()
-        metrics.observe("perimeter_delivery_seconds", acknowledged.timeIntervalSince(sent))
-        metrics.set("perimeter_outbox_pending", Double((try? store.unsentCount()) ?? 0))
-        for received in eventArrivals {
-            metrics.observe("perimeter_observation_to_event_seconds", acknowledged.timeIntervalSince(received))
+        try store.markSent(acknowledged.sent)
+        if !acknowledged.refused.isEmpty { try store.markRefused(acknowledged.refused.map(\.number)) }
+        stats.published += acknowledged.sent.count
+        for roundTrip in acknowledged.roundTrips {
+            metrics.observe(
+                "perimeter_delivery_seconds",
+                Double(roundTrip.components.seconds) + Double(roundTrip.components.attoseconds) / 1e18)
         }
-        eventArrivals.removeAll()
+        metrics.set("perimeter_outbox_pending", Double(publisher?.unacknowledged ?? 0))
     }
 
-    /// When the rows of the batch being published that produced transitions arrived.
+    /// When the rows of the group being published that produced transitions arrived.
     private var eventArrivals: [Date] = []
+
+    /// Publishes the retained picture as the database holds it (after a reconnect to a broker
+    /// that may have lost its retained store). Outbox rows still unsent follow it and win.
+    private func republishRetained() async throws {
+        guard let publisher else { return }
+        let picture = try store.retainedPicture()
+        guard !picture.isEmpty else { return }
+        var batch: [OutboxPublisher.Row] = []
+        for message in picture {
+            batch.append(OutboxPublisher.Row(number: 0, message: Self.mqttMessage(message)))
+            if batch.count == 1000 {
+                try await publisher.send(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        try await publisher.send(batch)
+        metrics.add("perimeter_retained_republished_total", Double(picture.count))
+        logger.notice("retained picture republished", metadata: ["topics": "\(picture.count)"])
+        try await publishUnsent()
+    }
 
     private func declareMetrics() {
         metrics.declare(
@@ -561,9 +689,9 @@ final class EvaluatorRuntime {
         let latencyBuckets = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
         metrics.declare(
             "perimeter_observation_to_event_seconds", .histogram,
-            help: "From an observation's arrival to the PUBACK of the events it caused.", buckets: latencyBuckets)
+            help: "From an observation's arrival to the publish of the events it caused.", buckets: latencyBuckets)
         metrics.declare(
-            "perimeter_delivery_seconds", .histogram, help: "From publishing an outbox batch to its last PUBACK.",
+            "perimeter_delivery_seconds", .histogram, help: "From publishing an outbox group to its last PUBACK.",
             buckets: latencyBuckets)
     }
 
@@ -612,26 +740,35 @@ final class EvaluatorRuntime {
         return server
     }
 
-    /// Re-publishes what a previous run committed but never saw acknowledged.
-    private func publishUnsent(_ client: MQTTClient) async throws {
+    /// Re-publishes what was committed but never acknowledged (a previous run's, or what was
+    /// in flight when the connection was lost), oldest first, through the publisher.
+    private func publishUnsent() async throws {
+        guard let publisher else { return }
+        await publisher.drain()
+        try recordAcknowledged()
+        var after: Int64 = 0
         var total = 0
         while true {
-            let rows = try store.unsent(limit: 1000)
-            if rows.isEmpty { break }
-            try await publish(rows, ephemeral: [], client)
+            let rows = try store.unsent(after: after, limit: 1000)
+            guard let last = rows.last else { break }
+            try await publisher.send(
+                rows.map { OutboxPublisher.Row(number: $0.number, message: Self.mqttMessage($0.message)) })
             total += rows.count
+            after = last.number
         }
         if total > 0 {
-            logger.notice("re-published outbox rows left by the previous run", metadata: ["rows": "\(total)"])
+            logger.notice("re-published outbox rows not acknowledged before", metadata: ["rows": "\(total)"])
         }
     }
 
     private func publishStats(_ client: MQTTClient, journal: ArrivalJournal) async {
-        let depth = (try? store.database.scalar("SELECT count(*) FROM inbox WHERE seq > ?", cursor)?.int) ?? 0
+        // Rows after the cursor are never deleted, so the newest row's number says how many wait.
+        let newest = (try? store.database.scalar("SELECT max(seq) FROM inbox")?.int) ?? nil
+        let depth = max(0, (newest ?? 0) - Int(cursor))
         metrics.set("perimeter_queue_depth", Double(depth))
         let payload = stats.payload(
             queueDepth: depth, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
-            journalFailures: journal.failed.load(ordering: .relaxed))
+            journalFailures: journal.failed.load(ordering: .relaxed), now: clock.now)
         try? await client.publish(
             Topics.stats(prefix: configuration.prefix, component: "evaluator", instance: configuration.instance),
             payload.serialized(), qos: .atMostOnce)
@@ -641,15 +778,15 @@ final class EvaluatorRuntime {
 
     /// Runs one journal row through the core. Deterministic: replay gives the same outputs.
     func apply(_ row: EvaluatorStore.InboxRow) -> Applied {
-        if row.topic.hasPrefix(EvaluatorStore.Internal.tick) {
-            let venue = String(row.topic.dropFirst(EvaluatorStore.Internal.tick.count))
+        switch row.kind {
+        case .tick:
+            let venue = row.topic
             guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), venues[venue] != nil else {
                 return Applied()
             }
             return Applied(venue: venue, outputs: venues[venue]!.tick(now: Date(timeIntervalSince1970: seconds)))
-        }
-        if row.topic.hasPrefix(EvaluatorStore.Internal.regionsFile) {
-            let venue = String(row.topic.dropFirst(EvaluatorStore.Internal.regionsFile.count))
+        case .regionsFile:
+            let venue = row.topic
             guard venues[venue] != nil else { return Applied() }
             let text = String(decoding: row.payload, as: UTF8.self)
             let regions = RegionParser.parse(text: text).regions
@@ -657,6 +794,8 @@ final class EvaluatorRuntime {
             fileRegionIDs[venue] = Set(regions.map(\.id))
             fileText[venue] = text
             return Applied(venue: venue, outputs: outputs)
+        case .arrival:
+            break
         }
         guard let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs) else {
             return unrouted(row)

@@ -13,16 +13,21 @@ import PerimeterStore
 public final class EvaluatorStore {
     public let database: Database
 
-    /// Pseudo-topics for journal rows that are not MQTT messages.
-    public enum Internal {
-        /// `$tick/{venue}`: a clock tick that changed something (payload: seconds since 1970).
-        public static let tick = "$tick/"
-        /// `$regions/{venue}`: the venue's regions file as read (payload: its text).
-        public static let regionsFile = "$regions/"
+    /// What a journal row is. Arrivals are MQTT messages as they came; the others are inputs
+    /// the service made itself, recorded so that a replay sees them in the same order.
+    public enum EntryKind: Int, Sendable {
+        /// An MQTT message (topic, payload).
+        case arrival = 0
+        /// A clock tick for a venue (topic: the venue; payload: its time, seconds since 1970).
+        case tick = 1
+        /// A venue's regions file as read (topic: the venue; payload: the file's text).
+        case regionsFile = 2
     }
 
     public struct InboxRow: Sendable {
         public var seq: Int64
+        public var kind: EntryKind
+        /// The MQTT topic of an arrival; the venue of a tick or a regions file.
         public var topic: String
         public var payload: [UInt8]
         public var received: Date
@@ -76,6 +81,17 @@ public final class EvaluatorStore {
         Migration(
             3, "outbox rows say when they were committed (a standby drops what the active published)",
             sql: "ALTER TABLE outbox ADD COLUMN created REAL NOT NULL DEFAULT 0;"),
+        Migration(
+            4, "typed journal entries instead of pseudo-topics; the retained picture as published",
+            sql: """
+                ALTER TABLE inbox ADD COLUMN kind INTEGER NOT NULL DEFAULT 0;
+                UPDATE inbox SET kind = 1, topic = substr(topic, 7) WHERE topic LIKE '$tick/%';
+                UPDATE inbox SET kind = 2, topic = substr(topic, 10) WHERE topic LIKE '$regions/%';
+                CREATE TABLE retained(
+                    topic TEXT PRIMARY KEY,
+                    payload BLOB NOT NULL,
+                    qos INTEGER NOT NULL) WITHOUT ROWID;
+                """),
     ]
 
     public init(path: String) throws {
@@ -85,11 +101,11 @@ public final class EvaluatorStore {
 
     // MARK: - Journal
 
-    /// Appends a message to the journal; returns its sequence number.
+    /// Appends an entry to the journal; returns its sequence number.
     @discardableResult
-    public func journal(topic: String, payload: [UInt8], received: Date) throws -> Int64 {
+    public func journal(_ kind: EntryKind = .arrival, topic: String, payload: [UInt8], received: Date) throws -> Int64 {
         _ = try database.run(
-            "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", topic, payload,
+            "INSERT INTO inbox(kind, topic, payload, received) VALUES (?, ?, ?, ?)", kind.rawValue, topic, payload,
             received.timeIntervalSince1970)
         return database.lastInsertRowID
     }
@@ -102,26 +118,35 @@ public final class EvaluatorStore {
     /// Inbox rows after `seq`, oldest first.
     public func inbox(after seq: Int64, through last: Int64 = .max, limit: Int = 512) throws -> [InboxRow] {
         try database.query(
-            "SELECT seq, topic, payload, received FROM inbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            "SELECT seq, kind, topic, payload, received FROM inbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
             seq, last, limit
         ).map { row in
             InboxRow(
-                seq: Int64(row[0].int ?? 0), topic: row[1].string ?? "",
-                payload: row[2].bytes ?? Array((row[2].string ?? "").utf8),
-                received: Date(timeIntervalSince1970: row[3].double ?? 0))
+                seq: Int64(row[0].int ?? 0), kind: EntryKind(rawValue: row[1].int ?? 0) ?? .arrival,
+                topic: row[2].string ?? "", payload: row[3].bytes ?? Array((row[3].string ?? "").utf8),
+                received: Date(timeIntervalSince1970: row[4].double ?? 0))
         }
     }
 
     /// Records that `seq` was processed with these outputs, in one transaction: outbox rows,
-    /// membership changes, the cursor. Returns the outbox rows to publish now.
+    /// membership changes, the retained picture, the cursor. Returns the outbox rows to publish.
     public func commit(
-        seq: Int64, venue: String?, messages: [OutboundMessage], events: [RegionEvent]
+        seq: Int64, venue: String?, messages: [OutboundMessage], events: [RegionEvent], now: Date
     ) throws
         -> [OutboxRow]
     {
         try database.transaction {
             var rows: [OutboxRow] = []
-            let now = Date().timeIntervalSince1970
+            let now = now.timeIntervalSince1970
+            for message in messages where message.retain {
+                if message.payload.isEmpty {
+                    _ = try database.run("DELETE FROM retained WHERE topic = ?", message.topic)
+                } else {
+                    _ = try database.run(
+                        "INSERT OR REPLACE INTO retained(topic, payload, qos) VALUES (?, ?, ?)", message.topic,
+                        message.payload, message.qos)
+                }
+            }
             for message in messages {
                 _ = try database.run(
                     """
@@ -152,6 +177,17 @@ public final class EvaluatorStore {
         }
     }
 
+    /// The retained picture as last committed: every retained topic the evaluator has set and
+    /// not cleared, with its payload. Republished after a reconnect to a broker that may have
+    /// lost its retained store.
+    public func retainedPicture() throws -> [OutboundMessage] {
+        try database.query("SELECT topic, payload, qos FROM retained ORDER BY topic").map { row in
+            OutboundMessage(
+                topic: row[0].string ?? "", payload: row[1].bytes ?? Array((row[1].string ?? "").utf8),
+                qos: row[2].int ?? 1, retain: true)
+        }
+    }
+
     // MARK: - Erasure
 
     /// Deletes every row naming a subject: its membership states, and the journal and outbox
@@ -162,6 +198,7 @@ public final class EvaluatorStore {
             let names = "(substr(topic, -length(?) - 1) = '/' || ? OR instr(topic, '/' || ? || '/') > 0)"
             _ = try database.run("DELETE FROM inbox WHERE seq <= ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(names)", seq, level, level, level)
+            _ = try database.run("DELETE FROM retained WHERE \(names)", level, level, level)
         }
     }
 
@@ -173,13 +210,13 @@ public final class EvaluatorStore {
     /// transactions of `chunk` rows: one DELETE of 50,000 rows held the write lock long enough
     /// to stall the arrivals being journalled meanwhile. Rows up to the stored snapshot are never
     /// read again, so a crash halfway only leaves some for the next snapshot to drop.
-    public func saveSnapshot(seq: Int64, data: [UInt8], chunk: Int64 = 2_000) throws {
+    public func saveSnapshot(seq: Int64, data: [UInt8], now: Date, chunk: Int64 = 2_000) throws {
         let saved = try database.transaction {
             let stored = Int64(try database.scalar("SELECT seq FROM snapshot WHERE id = 1")?.int ?? -1)
             guard seq > stored else { return false }
             _ = try database.run(
                 "INSERT OR REPLACE INTO snapshot(id, seq, data, t) VALUES (1, ?, ?, ?)", seq, data,
-                Date().timeIntervalSince1970)
+                now.timeIntervalSince1970)
             return true
         }
         guard saved, var from = try database.scalar("SELECT min(seq) FROM inbox")?.int.map(Int64.init) else {
@@ -200,11 +237,13 @@ public final class EvaluatorStore {
 
     // MARK: - Outbox
 
-    /// Outbox rows not yet acknowledged, oldest first.
-    public func unsent(limit: Int = 1000) throws -> [OutboxRow] {
+    /// Outbox rows not yet acknowledged after row `number`, oldest first.
+    public func unsent(after number: Int64 = 0, limit: Int = 1000) throws -> [OutboxRow] {
         try database.query(
-            "SELECT number, topic, payload, qos, retain, expiry, event_id FROM outbox WHERE sent = 0 ORDER BY number LIMIT ?",
-            limit
+            """
+            SELECT number, topic, payload, qos, retain, expiry, event_id FROM outbox
+            WHERE sent = 0 AND number > ? ORDER BY number LIMIT ?
+            """, number, limit
         ).map { row in
             OutboxRow(
                 number: Int64(row[0].int ?? 0),
@@ -216,7 +255,9 @@ public final class EvaluatorStore {
     }
 
     /// Marks rows as published and acknowledged; keeps the last `keep` sent rows for inspection.
+    /// Numbers ≤ 0 (republished messages that have no outbox row) are ignored.
     public func markSent(_ numbers: [Int64], keep: Int = 10_000) throws {
+        let numbers = numbers.filter { $0 > 0 }
         guard let highest = numbers.max() else { return }
         try database.transaction {
             for number in numbers { _ = try database.run("UPDATE outbox SET sent = 1 WHERE number = ?", number) }
@@ -227,7 +268,9 @@ public final class EvaluatorStore {
     /// Sets aside rows the broker refused (sent = 2): kept for inspection, never retried.
     public func markRefused(_ numbers: [Int64]) throws {
         try database.transaction {
-            for number in numbers { _ = try database.run("UPDATE outbox SET sent = 2 WHERE number = ?", number) }
+            for number in numbers where number > 0 {
+                _ = try database.run("UPDATE outbox SET sent = 2 WHERE number = ?", number)
+            }
         }
     }
 

@@ -592,6 +592,8 @@ final class ClientCore: @unchecked Sendable {
             topic: topic, payload: payload, qos: QoS(rawValue: raw.qos) ?? .atMostOnce, retain: raw.retain,
             properties: isV5 ? MQTTProperties(cList: properties) : .none)
         onReceive?(received)
+        // A service that takes every message in `onReceive` asks for no second copy.
+        if configuration.inboundBufferSize == 0 { return }
         switch inbound.yield(received) {
         case .enqueued: self.received.add(1, ordering: .relaxed)
         case .dropped: dropped.add(1, ordering: .relaxed)

@@ -111,6 +111,7 @@ public struct MQTTConfiguration: Sendable, Hashable {
     public var will: Will?
     public var backoff: Backoff
     /// Inbound messages held for a slow consumer before newer ones are dropped (and counted).
+    /// 0: nothing is queued on ``MQTTClient/messages``; the client's `onReceive` takes every message.
     public var inboundBufferSize: Int
     /// QoS ≥ 1 messages in flight before further publishes wait in libmosquitto's queue.
     public var maxInflight: Int

@@ -59,10 +59,17 @@ final class EvaluatorHarness: Sendable {
     }
 
     /// Starts (or restarts) the evaluator process and waits until it is subscribed.
-    func startEvaluator() async throws {
-        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", configPath])
+    func startEvaluator(environment: [String: String]? = nil) async throws {
+        let child = try ChildProcess(
+            Products.executable("perimeter"), ["evaluator", "--config", configPath], environment: environment)
         process.withLock { $0 = child }
         try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
+    }
+
+    /// Stops the evaluator with SIGTERM and waits for it to exit.
+    func stopEvaluator() async {
+        process.withLock { $0?.kill(SIGTERM) }
+        _ = try? await waitForEvaluatorExit()
     }
 
     /// `kill -9` the evaluator.
@@ -71,6 +78,32 @@ final class EvaluatorHarness: Sendable {
     }
 
     var evaluatorOutput: String { process.withLock { $0?.output ?? "" } }
+
+    /// Waits until the evaluator process has exited (e.g. killed by its own fault injection).
+    func waitForEvaluatorExit(timeout: Duration = .seconds(60)) async throws -> Bool {
+        try await waitForCondition(timeout: timeout) { !self.isEvaluatorRunning }
+    }
+
+    /// The retained messages under the venue as a new subscriber gets them now: topic → payload.
+    /// The end is a marker published after subscribing (the broker sends the retained
+    /// messages first), not a guess after a fixed sleep.
+    func retainedPicture() async throws -> [String: String] {
+        let client = try await broker.connectedClient("retained-\(UUID().uuidString.prefix(8))")
+        defer { Task { await client.disconnect() } }
+        let inbox = Inbox(client)
+        defer { inbox.stop() }
+        try await client.subscribe("perimeter/v1/\(Self.venue)/#", qos: .atLeastOnce)
+        let marker = "perimeter/v1/\(Self.venue)/zz-test-marker/\(UUID().uuidString)"
+        try await client.publish(marker, "end", qos: .atLeastOnce)
+        let messages = try await inbox.waitFor("the marker", timeout: .seconds(30), context: { "" }) {
+            $0.contains { $0.topic == marker }
+        }
+        var picture: [String: String] = [:]
+        for message in messages where message.retain {
+            picture[message.topic] = String(decoding: message.payload, as: UTF8.self)
+        }
+        return picture
+    }
 
     var isEvaluatorRunning: Bool { process.withLock { $0?.subprocess.isRunning ?? false } }
 

@@ -71,7 +71,10 @@ struct EvaluatorServiceTests {
         let state = harness.messages("state").last { $0.topic.hasSuffix("/hill/car") }?.json
         #expect(state?["state"] == "outside")
         let occupancy = harness.messages("occupancy").filter { $0.topic.hasSuffix("/bend") }.compactMap(\.json)
-        #expect(occupancy.map { $0["count"]?.intValue } == [1, 0])
+        // Occupancy is retained state: within one group commit only its last value goes out,
+        // so the 1 in between may or may not be seen, but the last word is 0.
+        #expect(occupancy.last?["count"]?.intValue == 0)
+        #expect(occupancy.count <= 2)
         await harness.stop()
     }
 

@@ -20,8 +20,8 @@ struct EvaluatorStoreTests {
         for index in 0..<6 {
             seqs.append(try processing.journal(topic: "obs/\(index)", payload: [UInt8(index)], received: Date()))
         }
-        try background.saveSnapshot(seq: seqs[3], data: Array("newer".utf8))
-        try processing.saveSnapshot(seq: seqs[1], data: Array("older".utf8))
+        try background.saveSnapshot(seq: seqs[3], data: Array("newer".utf8), now: Date())
+        try processing.saveSnapshot(seq: seqs[1], data: Array("older".utf8), now: Date())
 
         let stored = try #require(try processing.loadSnapshot())
         #expect(stored.seq == seqs[3])
@@ -29,7 +29,7 @@ struct EvaluatorStoreTests {
         // Rows up to the snapshot are gone; the two after it are what a restart replays.
         #expect(try processing.inbox(after: 0).map(\.seq) == Array(seqs[4...]))
 
-        try processing.saveSnapshot(seq: seqs[5], data: Array("newest".utf8))
+        try processing.saveSnapshot(seq: seqs[5], data: Array("newest".utf8), now: Date())
         #expect(try background.loadSnapshot()?.seq == seqs[5])
         #expect(try background.inbox(after: 0).isEmpty)
     }
