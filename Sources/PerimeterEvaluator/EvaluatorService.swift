@@ -277,10 +277,18 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
-        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .bufferingNewest(64))
+        // Control events (ticks, stats, lease, reload, reconnection) are few and each counts;
+        // arrivals and acknowledgements only say "there is work", so at most one such wake
+        // waits at a time (`workPending`): the stream stays small under any load, and a burst
+        // of arrivals can never push a lease change out of it.
+        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .unbounded)
+        let workPending = Atomic<Bool>(false)
+        let signalWork: @Sendable () -> Void = {
+            if !workPending.exchange(true, ordering: .acquiringAndReleasing) { wake.yield(.work) }
+        }
         let journal = ArrivalJournal(logger: logger) { [clock] in
             try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
-            wake.yield(.message)
+            signalWork()
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
@@ -313,7 +321,7 @@ final class EvaluatorRuntime {
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
         let publisher = OutboxPublisher(client: client, maxUnacknowledged: configuration.maxUnacknowledged) {
-            wake.yield(.acknowledged)
+            signalWork()
         }
         self.publisher = publisher
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -348,11 +356,11 @@ final class EvaluatorRuntime {
             group.addTask {
                 for await _ in lease.changed { wake.yield(.lease) }
             }
-            wake.yield(.message)
+            signalWork()
             for await reason in wakes {
                 if Task.isCancelled { break }
                 switch reason {
-                case .message, .acknowledged: break
+                case .work: workPending.store(false, ordering: .releasing)
                 case .tick: try journalTicks()
                 case .stats:
                     await publishStats(client, journal: journal)
@@ -379,7 +387,7 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case message, acknowledged, tick, stats, reload, lease, reconnected }
+    enum Wake { case work, tick, stats, reload, lease, reconnected }
 
     /// The publishing stage (set once connected).
     private var publisher: OutboxPublisher?
@@ -683,6 +691,9 @@ final class EvaluatorRuntime {
             help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
         metrics.declare("perimeter_takeovers_total", .counter, help: "Times this standby took its venues over.")
+        metrics.declare(
+            "perimeter_retained_republished_total", .counter,
+            help: "Retained messages republished after connections that may have met a broker without them.")
         metrics.declare("perimeter_queue_depth", .gauge, help: "Journalled messages not yet processed.")
         metrics.declare(
             "perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
