@@ -95,11 +95,20 @@ public final class Metrics: Sendable {
     }
 
     static func labelText(_ labels: [String: String]) -> String {
+        // On every counted message: label values almost never need escaping, and Foundation's
+        // replacingOccurrences was 8% of the evaluator's processing time (perf, bench pipeline).
         labels.sorted { $0.key < $1.key }.map { key, value in
-            let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(
-                of: "\"", with: "\\\""
-            )
-            .replacingOccurrences(of: "\n", with: "\\n")
+            guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == 10 })
+            else { return "\(key)=\"\(value)\"" }
+            var escaped = ""
+            for scalar in value.unicodeScalars {
+                switch scalar {
+                case "\\": escaped += "\\\\"
+                case "\"": escaped += "\\\""
+                case "\n": escaped += "\\n"
+                default: escaped.unicodeScalars.append(scalar)
+                }
+            }
             return "\(key)=\"\(escaped)\""
         }.joined(separator: ",")
     }

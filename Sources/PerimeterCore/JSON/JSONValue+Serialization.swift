@@ -48,6 +48,13 @@ extension JSONValue {
 
     public static func writeString(_ value: String, to output: inout String) {
         output += "\""
+        // Most strings (ids, times, topics) need no escaping: append them whole. Appending
+        // scalar by scalar was 6% of the evaluator's processing time (perf, bench pipeline).
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            output += value
+            output += "\""
+            return
+        }
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": output += "\\\""
