@@ -8,7 +8,8 @@ import Synchronization
 /// process to enter/exit events, next to Mosquitto's raw relay of the same messages, in one run.
 struct BenchPipelineCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "pipeline", abstract: "End-to-end events/s and latency vs Mosquitto's raw relay rate.",
+        commandName: "pipeline",
+        abstract: "End-to-end events/s and latency vs Mosquitto's raw relay and a null evaluator.",
         discussion: """
             Starts a private mosquitto and a 'perimeter evaluator' process (its journal in a
             temporary directory) on a synthetic venue: --regions 20 m circles and
@@ -18,15 +19,28 @@ struct BenchPipelineCommand: ParsableCommand {
             enter or exit (the expected events are computed with the pure evaluator on the
             same messages, and checked one by one against what arrives).
 
-            Phases, in order: relay baseline (the peak messages, same topics' sizes, same QoS,
-            one plain subscriber); warm-up (one report per subject; the evaluator's RSS before
-            and after gives the memory per subject); peak (--observations as fast as the
-            publisher goes, until the last expected event arrives); latency (paced at half the
-            peak observation rate for --latency-seconds; each event's arrival minus the send
-            time of the observation that caused it).
+            Phases, in order:
+              relay      the peak messages (same topics' sizes, same QoS) through mosquitto to
+                         one plain subscriber: msg/s.
+              null       (skip with --no-null) a 'perimeter bench null-evaluator' child process
+                         subscribed like the evaluator that, for each observation, publishes the
+                         messages the pure evaluator says the evaluator publishes for it (same
+                         topics, sizes, QoS, retain flags, MQTT 5 properties) and does nothing
+                         else: the broker's ceiling for this traffic, observations/s from the
+                         first publish to the last enter/exit. Its transitions are counted.
+              null-3     the same with exactly three QoS-1 messages per observation (the
+                         transition and two retained: state and occupancy).
+              warm-up    one report per subject; the evaluator's RSS before and after gives the
+                         memory per subject.
+              peak       --observations as fast as the publisher goes, until the last expected
+                         event arrives.
+              latency    paced at half the peak observation rate for --latency-seconds; each
+                         event's arrival minus the send time of the observation that caused it.
+            Every event of warm-up, peak and latency is checked one by one against the pure
+            evaluator: none missing, none twice, none unexpected.
 
-            Targets (DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate; p99 < 5 ms
-            at half of peak. Run on a release build.
+            Targets (the figures of DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate
+            and ≥ 1.0 × the null-3 rate; p99 < 5 ms at half of peak. Run on a release build.
             """)
 
     @Option(help: "Tracked subjects.", valueName: "n")
@@ -55,6 +69,9 @@ struct BenchPipelineCommand: ParsableCommand {
 
     @Option(help: "Give up when no expected event arrives for this long.", valueName: "s")
     var stallSeconds: Double = 30
+
+    @Flag(help: "Skip the null evaluator phases (null and null-3).")
+    var noNull: Bool
 
     @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
     var keep: Bool
@@ -123,13 +140,46 @@ struct BenchPipelineCommand: ParsableCommand {
         let watch = try await EvaluatorWatch.connect(endpoint: endpoint)
         try await watch.waitOnline(evaluator, timeout: .seconds(30))
 
-        // Relay baseline: the peak phase's messages, on topics of the same length, one subscriber.
+        // The expected events of warm-up and peak, and what the evaluator publishes for each
+        // of those observations (the null evaluators' plan), from the pure evaluator.
         let peakRange = subjects..<(subjects + observations)
+        let warmMessages = workload.messages(0..<subjects)
         let peakMessages = workload.messages(peakRange)
+        var plan = NullEvaluatorPlan()
+        let warmExpected =
+            noNull
+            ? oracle.expect(warmMessages, first: 0) : oracle.expect(warmMessages, first: 0, recording: &plan)
+        let peakExpected =
+            noNull
+            ? oracle.expect(peakMessages, first: peakRange.lowerBound)
+            : oracle.expect(peakMessages, first: peakRange.lowerBound, recording: &plan)
+
+        // Relay baseline: the peak phase's messages, on topics of the same length, one subscriber.
         let relay = try await Self.measureRelay(peakMessages, endpoint: endpoint, qos: qosLevel)
         print(
             "relay baseline (our client → mosquitto → one subscriber): \(observations) messages in \(Self.format(relay.seconds)) s = \(Self.rate(relay.rate)) msg/s"
         )
+
+        // Null evaluators: the broker's ceiling for the evaluator's traffic, and for three messages.
+        var null: NullFigures?
+        var nullThree: NullFigures?
+        if !noNull {
+            print(
+                "null evaluator plan (the pure evaluator's messages for the peak): \(plan.summary(of: peakRange))")
+            let full = try await Self.measureNull(
+                plan.moved(to: Self.nullVenue), warm: warmMessages, peak: peakMessages, directory: directory,
+                endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+            print(
+                "null evaluator (the evaluator's messages, nothing else): \(observations) observations in \(Self.format(full.seconds)) s = \(Self.rate(full.rate)) observations/s, \(full.events) transitions counted; \(full.process)"
+            )
+            let three = try await Self.measureNull(
+                plan.threeMessages().moved(to: Self.nullThreeVenue), warm: warmMessages, peak: peakMessages,
+                directory: directory, endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+            print(
+                "null-3 (three QoS-1 messages per observation): \(observations) observations in \(Self.format(three.seconds)) s = \(Self.rate(three.rate)) observations/s, \(three.events) transitions counted; \(three.process)"
+            )
+            (null, nullThree) = (full, three)
+        }
 
         // Events arrive on one subscriber that timestamps them on the network thread.
         let events = try await EventSink.connect(endpoint: endpoint)
@@ -139,8 +189,6 @@ struct BenchPipelineCommand: ParsableCommand {
         // Warm-up: one report per subject; RSS before and after.
         try await Task.sleep(for: .milliseconds(500))
         let rssIdle = evaluator.residentKB()
-        let warmMessages = workload.messages(0..<subjects)
-        let warmExpected = oracle.expect(warmMessages, first: 0)
         expected.merge(warmExpected) { $1 }
         let warm = try await Self.publishAll(
             warmMessages, endpoint: endpoint, qos: qosLevel, clientID: "bench-warm-\(getpid())")
@@ -153,7 +201,6 @@ struct BenchPipelineCommand: ParsableCommand {
         )
 
         // Peak.
-        let peakExpected = oracle.expect(peakMessages, first: peakRange.lowerBound)
         expected.merge(peakExpected) { $1 }
         let before = events.count
         let peak = try await Self.publishAll(
@@ -229,20 +276,33 @@ struct BenchPipelineCommand: ParsableCommand {
         let p99 = percentile(99)
         let perSubject = Double(rssWarm - rssIdle) * 1024 / Double(subjects)
         let totalObservations = subjects + observations + latencyCount
-        print(
-            """
-
-            results
-              peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)
-              relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber
-              ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))
-              latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):
-                        p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))
-              memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, end \(Self.megabytes(rssEnd)) MB, high water \(Self.megabytes(rssHighWater)) MB
-              journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)
-              events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected
-              evaluator: \(stopped); last stats \(stats ?? "none")
-            """)
+        var lines = [
+            "",
+            "results",
+            "  peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)",
+            "  relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber",
+            "  ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))",
+        ]
+        if let null, let nullThree {
+            let toNull = peakObservationRate / null.rate
+            let toThree = peakObservationRate / nullThree.rate
+            lines += [
+                "  null:     \(Self.rate(null.rate)) observations/s, the evaluator's messages (\(String(format: "%.2f", null.messagesPerObservation)) per observation) and no other work",
+                "  null-3:   \(Self.rate(nullThree.rate)) observations/s, three QoS-1 messages per observation and no other work",
+                "  ratios:   Perimeter \(String(format: "%.2f", toNull)) × null, \(String(format: "%.2f", toThree)) × null-3 (target ≥ 1.00 × null-3: \(toThree >= 1 ? "met" : "NOT met"))",
+            ]
+        }
+        lines += [
+            "  latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):",
+            "            p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))",
+        ]
+        lines += [
+            "  memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, end \(Self.megabytes(rssEnd)) MB, high water \(Self.megabytes(rssHighWater)) MB",
+            "  journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)",
+            "  events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected",
+            "  evaluator: \(stopped); last stats \(stats ?? "none")",
+        ]
+        print(lines.joined(separator: "\n"))
         if oracle.rejected > 0 {
             Output.error("warning: the pure evaluator rejected \(oracle.rejected) generated observations")
         }
@@ -356,11 +416,60 @@ struct BenchPipelineCommand: ParsableCommand {
     static func megabytes(_ kilobytes: Int) -> String { String(format: "%.1f", Double(kilobytes) / 1024) }
 }
 
+/// A child process of a bench: how to watch and stop it. `role` names it in errors.
+protocol BenchChild: Sendable {
+    var process: Subprocess { get }
+    var logPath: String { get }
+    var role: String { get }
+}
+
+extension BenchChild {
+    /// `VmRSS` (or `VmHWM`) of the process in kB; 0 when it is gone.
+    func residentKB(peak: Bool = false) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
+            let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first
+        else { return 0 }
+        return kilobytes
+    }
+
+    var logTail: String {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
+    }
+
+    /// Throws with the process's last log lines when it has ended.
+    func checkRunning() throws {
+        if let termination = process.poll() {
+            throw ExitCode(1, "the \(role) \(termination); its log ends:\n\(logTail)")
+        }
+    }
+
+    /// SIGTERM, then how it ended (SIGKILL after 10 s).
+    func stopGracefully() async -> String {
+        process.signal(SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
+        }
+        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.signal(SIGKILL)
+        process.waitBlocking()
+    }
+}
+
 /// The `perimeter evaluator` child process under test.
-struct EvaluatorProcess {
+struct EvaluatorProcess: BenchChild {
     let process: Subprocess
     let databasePath: String
     let logPath: String
+    var role: String { "evaluator" }
 
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
     static func start(
@@ -401,51 +510,12 @@ struct EvaluatorProcess {
         return EvaluatorProcess(process: process, databasePath: databasePath, logPath: logPath)
     }
 
-    /// `VmRSS` (or `VmHWM`) of the evaluator in kB; 0 when it is gone.
-    func residentKB(peak: Bool = false) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
-            let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first
-        else { return 0 }
-        return kilobytes
-    }
-
     /// The journal's size on disk: the SQLite file and its WAL.
     func journalBytes() -> Int {
         ["", "-wal"].reduce(0) { total, suffix in
             let size = (try? FileManager.default.attributesOfItem(atPath: databasePath + suffix)[.size]) as? NSNumber
             return total + (size?.intValue ?? 0)
         }
-    }
-
-    var logTail: String {
-        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
-    }
-
-    /// Throws with the evaluator's last log lines when it has ended.
-    func checkRunning() throws {
-        if let termination = process.poll() {
-            throw ExitCode(1, "the evaluator \(termination); its log ends:\n\(logTail)")
-        }
-    }
-
-    /// SIGTERM, then how it ended (SIGKILL after 10 s).
-    func stopGracefully() async -> String {
-        process.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            process.signal(SIGKILL)
-            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
-        }
-        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        process.signal(SIGKILL)
-        process.waitBlocking()
     }
 }
 
@@ -499,7 +569,7 @@ final class EventSink: Sendable {
     /// Waits until `total` messages have arrived; returns when the last of them did.
     /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.
     func wait(
-        for total: Int, since started: ContinuousClock.Instant, evaluator: EvaluatorProcess?, stall: Double,
+        for total: Int, since started: ContinuousClock.Instant, evaluator: (any BenchChild)?, stall: Double,
         phase: String
     ) async throws -> ContinuousClock.Instant {
         var last = count
