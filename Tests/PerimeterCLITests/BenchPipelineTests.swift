@@ -9,6 +9,7 @@ struct BenchPipelineTests {
         let result = try await perimeter(
             [
                 "bench", "pipeline", "--subjects", "20", "--observations", "400", "--latency-seconds", "0.5",
+                "--overload-seconds", "0.5",
             ],
             timeout: .seconds(180))
         #expect(result.status == .exited(0), "\(result.stderr)")
@@ -17,7 +18,8 @@ struct BenchPipelineTests {
             "null evaluator (the evaluator's messages, nothing else): 400 observations",
             "null-3 (three QoS-1 messages per observation): 400 observations", "warm-up: 20 subjects known", "peak:",
             "observations/s", "events/s", "× relay (target ≥ 0.80:", "× null, ", "× null-3 (target ≥ 1.00 × null-3:",
-            "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
+            "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "overload 2×: asked", "overload 4×: asked",
+            "× peak, max lag", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
         }
@@ -37,19 +39,21 @@ struct BenchPipelineTests {
             #expect(Self.number(before: " transitions counted", in: null) == 400, "\(null)")
             #expect(null.contains("stopped on SIGTERM, exited with status 0"), "\(null)")
         }
+        // Overload levels come after the latency phase and are checked with it.
+        #expect(lines.filter { $0.hasPrefix("overload ") && $0.contains("caught up ") }.count == 2, "\(result.stdout)")
     }
 
-    @Test("--no-null leaves the null evaluators out")
+    @Test("--no-null and --no-overload leave those phases out")
     func skippedPhases() async throws {
         let result = try await perimeter(
             [
                 "bench", "pipeline", "--subjects", "20", "--observations", "200", "--latency-seconds", "0.2",
-                "--no-null",
+                "--no-null", "--no-overload",
             ],
             timeout: .seconds(120))
         #expect(result.status == .exited(0), "\(result.stderr)")
         #expect(result.stdout.contains("peak:"))
-        for absent in ["null evaluator", "null-3"] {
+        for absent in ["null evaluator", "null-3", "overload 2×", "overload 4×"] {
             #expect(!result.stdout.contains(absent), "'\(absent)' in:\n\(result.stdout)")
         }
     }
@@ -59,7 +63,8 @@ struct BenchPipelineTests {
         let pipeline = try await perimeter(["bench", "pipeline", "--help"])
         #expect(pipeline.status == .exited(0))
         for text in [
-            "relay ", "null ", "null-3 ", "warm-up ", "peak ", "latency ", "--no-null",
+            "relay ", "null ", "null-3 ", "warm-up ", "peak ", "latency ", "overload ", "--no-null", "--no-overload",
+            "--overload-seconds <s>", "--overload-catch-up <s>", "--overload-publishers <n>",
         ] {
             #expect(pipeline.stdout.contains(text), "missing '\(text)' in:\n\(pipeline.stdout)")
         }

@@ -9,7 +9,7 @@ import Synchronization
 struct BenchPipelineCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pipeline",
-        abstract: "End-to-end events/s and latency vs Mosquitto's raw relay and a null evaluator.",
+        abstract: "End-to-end events/s, latency and overload vs Mosquitto's raw relay and a null evaluator.",
         discussion: """
             Starts a private mosquitto and a 'perimeter evaluator' process (its journal in a
             temporary directory) on a synthetic venue: --regions 20 m circles and
@@ -36,8 +36,13 @@ struct BenchPipelineCommand: ParsableCommand {
                          event arrives.
               latency    paced at half the peak observation rate for --latency-seconds; each
                          event's arrival minus the send time of the observation that caused it.
-            Every event of warm-up, peak and latency is checked one by one against the pure
-            evaluator: none missing, none twice, none unexpected.
+              overload   (skip with --no-overload) paced at 2× and then 4× the peak observation
+                         rate for --overload-seconds each, on as many connections as it takes:
+                         offered and processed observations/s, the longest wait for an event,
+                         the evaluator's stats (lagSeconds, queueDepth) and its RSS; after each
+                         level it waits up to --overload-catch-up seconds for every event.
+            Every event of warm-up, peak, latency and overload is checked one by one against
+            the pure evaluator: none missing, none twice, none unexpected.
 
             Targets (the figures of DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate
             and ≥ 1.0 × the null-3 rate; p99 < 5 ms at half of peak. Run on a release build.
@@ -73,6 +78,22 @@ struct BenchPipelineCommand: ParsableCommand {
     @Flag(help: "Skip the null evaluator phases (null and null-3).")
     var noNull: Bool
 
+    @Flag(help: "Skip the overload phase.")
+    var noOverload: Bool
+
+    @Option(help: "Seconds of offered load at each overload level (2× and 4× the peak rate).", valueName: "s")
+    var overloadSeconds: Double = 10
+
+    @Option(
+        help: "Seconds after an overload level's offer ends within which every event must have arrived.",
+        valueName: "s")
+    var overloadCatchUp: Double = 120
+
+    @Option(
+        help: "Publishing connections in the overload phase (0: as many as the rate needs, up to 4).",
+        valueName: "n")
+    var overloadPublishers: Int = 0
+
     @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
     var keep: Bool
 
@@ -97,6 +118,13 @@ struct BenchPipelineCommand: ParsableCommand {
         // (300 s) must never set in between two reports.
         guard interval > 1, interval < 300 else { throw ValidationError("--interval must be in (1, 300) seconds") }
         guard stallSeconds > 0 else { throw ValidationError("--stall-seconds must be positive") }
+        guard overloadSeconds > 0, overloadSeconds <= 3600 else {
+            throw ValidationError("--overload-seconds must be in (0, 3600]")
+        }
+        guard overloadCatchUp > 0 else { throw ValidationError("--overload-catch-up must be positive") }
+        guard (0...64).contains(overloadPublishers) else {
+            throw ValidationError("--overload-publishers must be 0…64")
+        }
     }
 
     static let beaconExitTimeout = 1.0
@@ -234,6 +262,34 @@ struct BenchPipelineCommand: ParsableCommand {
         let rssEnd = evaluator.residentKB()
         // VmHWM is updated lazily by the kernel; never show it below a sample taken earlier.
         let rssHighWater = max(evaluator.residentKB(peak: true), rssIdle, rssWarm, rssPeak, rssEnd)
+
+        // Overload: 2× and 4× the peak rate, each until every event is in (bounded).
+        var overloads: [OverloadFigures] = []
+        var overloadObservations = 0
+        if !noOverload {
+            let context = OverloadContext(
+                workload: workload, endpoint: endpoint, qos: qosLevel, events: events, evaluator: evaluator,
+                watch: watch, seconds: overloadSeconds, catchUp: overloadCatchUp, stall: stallSeconds)
+            for factor in Self.overloadFactors {
+                let asked = factor * peakObservationRate
+                let publishers =
+                    overloadPublishers > 0
+                    ? overloadPublishers : Self.publishers(for: asked, onePublisher: publishRate)
+                let figures = try await Self.overload(
+                    factor: factor, peakRate: peakObservationRate, publishers: publishers,
+                    first: latencyRange.upperBound + overloadObservations, context: context, oracle: &oracle,
+                    expected: &expected, sendTimes: &sendTimes)
+                overloadObservations += figures.observations
+                overloads.append(figures)
+                print("overload \(Self.rate(factor))×: \(figures.summary)")
+                if figures.caughtUpAfter == nil {
+                    print(
+                        "overload: the evaluator had not caught up \(Self.format(overloadCatchUp)) s after the offer ended; no higher level"
+                    )
+                    break
+                }
+            }
+        }
         let stats = watch.latestStats
         await watch.client.disconnect()
 
@@ -244,7 +300,9 @@ struct BenchPipelineCommand: ParsableCommand {
         var latencies: [Double] = []
         var csv = "sent_s,latency_ms\n"
         for arrival in arrivals[latencyFirstEvent...] {
-            guard let id = Self.eventID(arrival.payload), let index = expected[id], let sent = sendTimes[index] else {
+            guard let id = Self.eventID(arrival.payload), let index = expected[id], latencyRange.contains(index),
+                let sent = sendTimes[index]
+            else {
                 continue
             }
             latencies.append(Self.seconds(arrival.at - sent) * 1000)
@@ -275,7 +333,7 @@ struct BenchPipelineCommand: ParsableCommand {
         let ratio = peakObservationRate / relay.rate
         let p99 = percentile(99)
         let perSubject = Double(rssWarm - rssIdle) * 1024 / Double(subjects)
-        let totalObservations = subjects + observations + latencyCount
+        let totalObservations = subjects + observations + latencyCount + overloadObservations
         var lines = [
             "",
             "results",
@@ -296,8 +354,13 @@ struct BenchPipelineCommand: ParsableCommand {
             "  latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):",
             "            p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))",
         ]
+        for figures in overloads {
+            lines.append(
+                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, processed \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
+            )
+        }
         lines += [
-            "  memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, end \(Self.megabytes(rssEnd)) MB, high water \(Self.megabytes(rssHighWater)) MB",
+            "  memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, after latency \(Self.megabytes(rssEnd)) MB, high water before overload \(Self.megabytes(rssHighWater)) MB",
             "  journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)",
             "  events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected",
             "  evaluator: \(stopped); last stats \(stats ?? "none")",
@@ -307,7 +370,10 @@ struct BenchPipelineCommand: ParsableCommand {
             Output.error("warning: the pure evaluator rejected \(oracle.rejected) generated observations")
         }
         if missing > 0 || unexpected > 0 {
-            throw ExitCode(1, "the evaluator's events differ from the expected ones (see above)")
+            let behind =
+                overloads.contains { $0.caughtUpAfter == nil }
+                ? " (the evaluator had not caught up after overload)" : ""
+            throw ExitCode(1, "the evaluator's events differ from the expected ones\(behind) (see above)")
         }
     }
 
@@ -572,12 +638,23 @@ final class EventSink: Sendable {
         for total: Int, since started: ContinuousClock.Instant, evaluator: (any BenchChild)?, stall: Double,
         phase: String
     ) async throws -> ContinuousClock.Instant {
+        try await wait(for: total, by: nil, since: started, evaluator: evaluator, stall: stall, phase: phase)!
+    }
+
+    /// Waits until `total` messages have arrived or `deadline` (if any) passes; returns when
+    /// the last of them arrived, or nil at the deadline.
+    /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.
+    func wait(
+        for total: Int, by deadline: ContinuousClock.Instant?, since started: ContinuousClock.Instant,
+        evaluator: (any BenchChild)?, stall: Double, phase: String
+    ) async throws -> ContinuousClock.Instant? {
         var last = count
         var progressAt = ContinuousClock.now
         while true {
             let (now, at) = state.withLock { ($0.count, $0.count >= total ? $0[total - 1].at : nil) }
             if let at { return at }
             try evaluator?.checkRunning()
+            if let deadline, ContinuousClock.now >= deadline { return nil }
             if now != last {
                 last = now
                 progressAt = .now
@@ -594,14 +671,25 @@ final class EventSink: Sendable {
 
 /// Watches the evaluator's retained status and its stats.
 final class EvaluatorWatch: Sendable {
+    /// One stats message: when it arrived and the figures the overload phase reports.
+    struct StatsSample {
+        var at: ContinuousClock.Instant
+        var lagSeconds: Double?
+        var queueDepth: Int?
+    }
+
     let client: MQTTClient
     private let status: Locked<String?>
     private let stats: Locked<String?>
+    private let samples: Locked<[StatsSample]>
 
-    private init(client: MQTTClient, status: Locked<String?>, stats: Locked<String?>) {
+    private init(
+        client: MQTTClient, status: Locked<String?>, stats: Locked<String?>, samples: Locked<[StatsSample]>
+    ) {
         self.client = client
         self.status = status
         self.stats = stats
+        self.samples = samples
     }
 
     static func connect(
@@ -612,15 +700,24 @@ final class EvaluatorWatch: Sendable {
         let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: instance)
         let status = Locked<String?>(nil)
         let stats = Locked<String?>(nil)
+        let samples = Locked<[StatsSample]>([])
         var configuration = MQTTConfiguration(
             host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(instance)-\(getpid())")
         configuration.protocolVersion = protocolVersion
         configuration.inboundBufferSize = 1
         let client = try MQTTClient(configuration) { message in
             if message.topic == statusTopic { status.withLock { $0 = message.payloadString } }
-            if message.topic == statsTopic { stats.withLock { $0 = message.payloadString } }
+            if message.topic == statsTopic {
+                let now = ContinuousClock.now
+                let fields = try? JSONParser.parse(message.payload)
+                let sample = StatsSample(
+                    at: now, lagSeconds: fields?["lagSeconds"]?.doubleValue, queueDepth: fields?["queueDepth"]?.intValue
+                )
+                stats.withLock { $0 = message.payloadString }
+                samples.withLock { $0.append(sample) }
+            }
         }
-        let watch = EvaluatorWatch(client: client, status: status, stats: stats)
+        let watch = EvaluatorWatch(client: client, status: status, stats: stats, samples: samples)
         try await client.connect()
         try await client.subscribe(statusTopic, qos: .atLeastOnce)
         try await client.subscribe(statsTopic, qos: .atMostOnce)
@@ -628,6 +725,11 @@ final class EvaluatorWatch: Sendable {
     }
 
     var latestStats: String? { stats.withLock { $0 } }
+
+    /// The stats messages that arrived in `interval`, oldest first.
+    func statsSamples(in interval: ClosedRange<ContinuousClock.Instant>) -> [StatsSample] {
+        samples.withLock { $0.filter { interval.contains($0.at) } }
+    }
 
     /// Waits for the evaluator's retained `{"online":true}`.
     func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {
