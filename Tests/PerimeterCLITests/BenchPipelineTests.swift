@@ -7,13 +7,19 @@ struct BenchPipelineTests {
     @Test("a tiny run through a real mosquitto and evaluator reports every figure and loses no event")
     func tinyRun() async throws {
         let result = try await perimeter(
-            ["bench", "pipeline", "--subjects", "20", "--observations", "400", "--latency-seconds", "0.5"],
-            timeout: .seconds(120))
+            [
+                "bench", "pipeline", "--subjects", "20", "--observations", "400", "--latency-seconds", "0.5",
+                "--overload-seconds", "0.5",
+            ],
+            timeout: .seconds(180))
         #expect(result.status == .exited(0), "\(result.stderr)")
         for line in [
-            "relay baseline", "warm-up: 20 subjects known", "peak:", "observations/s", "events/s",
-            "× relay (target ≥ 0.80:",
-            "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
+            "relay baseline", "null evaluator plan (the pure evaluator's messages for the peak):",
+            "null evaluator (the evaluator's messages, nothing else): 400 observations",
+            "null-3 (three QoS-1 messages per observation): 400 observations", "warm-up: 20 subjects known", "peak:",
+            "observations/s", "events/s", "× relay (target ≥ 0.80:", "× null, ", "× null-3 (target ≥ 1.00 × null-3:",
+            "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "overload 2×: asked", "overload 4×: asked",
+            "× peak, max lag", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
         }
@@ -27,6 +33,47 @@ struct BenchPipelineTests {
         #expect(Self.number(before: " expected,", in: events) == observations, "\(events)")
         #expect(Self.number(before: " received,", in: events) == observations, "\(events)")
         #expect(events.contains(" 0 missing, 0 duplicates, 0 unexpected"), "\(events)")
+        // Each null evaluator published one transition per observation, as the evaluator does.
+        for prefix in ["null evaluator (", "null-3 ("] {
+            let null = try #require(lines.first { $0.hasPrefix(prefix) })
+            #expect(Self.number(before: " transitions counted", in: null) == 400, "\(null)")
+            #expect(null.contains("stopped on SIGTERM, exited with status 0"), "\(null)")
+        }
+        // Overload levels come after the latency phase and are checked with it.
+        #expect(lines.filter { $0.hasPrefix("overload ") && $0.contains("caught up ") }.count == 2, "\(result.stdout)")
+    }
+
+    @Test("--no-null and --no-overload leave those phases out")
+    func skippedPhases() async throws {
+        let result = try await perimeter(
+            [
+                "bench", "pipeline", "--subjects", "20", "--observations", "200", "--latency-seconds", "0.2",
+                "--no-null", "--no-overload",
+            ],
+            timeout: .seconds(120))
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stdout.contains("peak:"))
+        for absent in ["null evaluator", "null-3", "overload 2×", "overload 4×"] {
+            #expect(!result.stdout.contains(absent), "'\(absent)' in:\n\(result.stdout)")
+        }
+    }
+
+    @Test("--help names every phase and its options; the null evaluator it starts is not listed under bench")
+    func help() async throws {
+        let pipeline = try await perimeter(["bench", "pipeline", "--help"])
+        #expect(pipeline.status == .exited(0))
+        for text in [
+            "relay ", "null ", "null-3 ", "warm-up ", "peak ", "latency ", "overload ", "--no-null", "--no-overload",
+            "--overload-seconds <s>", "--overload-catch-up <s>", "--overload-publishers <n>",
+        ] {
+            #expect(pipeline.stdout.contains(text), "missing '\(text)' in:\n\(pipeline.stdout)")
+        }
+        let bench = try await perimeter(["bench", "--help"])
+        #expect(bench.stdout.contains("pipeline"))
+        #expect(!bench.stdout.contains("null-evaluator"), "\(bench.stdout)")
+        let hidden = try await perimeter(["bench", "null-evaluator", "--help"])
+        #expect(hidden.status == .exited(0))
+        #expect(hidden.stdout.contains("--plan <file>"))
     }
 
     /// The integer just before `marker` in `line`.

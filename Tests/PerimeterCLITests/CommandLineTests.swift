@@ -11,7 +11,7 @@ struct CommandLineTests {
         arguments: [
             [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"],
             ["replay"], ["adv"], ["adv", "decode"],
-            ["bench"], ["bench", "mqtt"], ["bench", "geo"],
+            ["bench"], ["bench", "mqtt"], ["bench", "geo"], ["bench", "pipeline"], ["bench", "null-evaluator"],
         ])
     func help(path: [String]) async throws {
         let result = try await perimeter(path + ["--help"])

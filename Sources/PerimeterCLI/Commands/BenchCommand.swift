@@ -5,6 +5,6 @@ struct BenchCommand: ParsableCommand {
         discussion: "Run on a release build ('swift build -c release') for meaningful figures.",
         subcommands: [
             BenchMQTTCommand.self, BenchGeoCommand.self, BenchBeaconsCommand.self, BenchPipelineCommand.self,
-            BenchNotifierCommand.self, BenchScaleCommand.self,
+            BenchNotifierCommand.self, BenchScaleCommand.self, BenchNullEvaluatorCommand.self,
         ])
 }

@@ -8,7 +8,8 @@ import Synchronization
 /// process to enter/exit events, next to Mosquitto's raw relay of the same messages, in one run.
 struct BenchPipelineCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "pipeline", abstract: "End-to-end events/s and latency vs Mosquitto's raw relay rate.",
+        commandName: "pipeline",
+        abstract: "End-to-end events/s, latency and overload vs Mosquitto's raw relay and a null evaluator.",
         discussion: """
             Starts a private mosquitto and a 'perimeter evaluator' process (its journal in a
             temporary directory) on a synthetic venue: --regions 20 m circles and
@@ -18,15 +19,33 @@ struct BenchPipelineCommand: ParsableCommand {
             enter or exit (the expected events are computed with the pure evaluator on the
             same messages, and checked one by one against what arrives).
 
-            Phases, in order: relay baseline (the peak messages, same topics' sizes, same QoS,
-            one plain subscriber); warm-up (one report per subject; the evaluator's RSS before
-            and after gives the memory per subject); peak (--observations as fast as the
-            publisher goes, until the last expected event arrives); latency (paced at half the
-            peak observation rate for --latency-seconds; each event's arrival minus the send
-            time of the observation that caused it).
+            Phases, in order:
+              relay      the peak messages (same topics' sizes, same QoS) through mosquitto to
+                         one plain subscriber: msg/s.
+              null       (skip with --no-null) a 'perimeter bench null-evaluator' child process
+                         subscribed like the evaluator that, for each observation, publishes the
+                         messages the pure evaluator says the evaluator publishes for it (same
+                         topics, sizes, QoS, retain flags, MQTT 5 properties) and does nothing
+                         else: the broker's ceiling for this traffic, observations/s from the
+                         first publish to the last enter/exit. Its transitions are counted.
+              null-3     the same with exactly three QoS-1 messages per observation (the
+                         transition and two retained: state and occupancy).
+              warm-up    one report per subject; the evaluator's RSS before and after gives the
+                         memory per subject.
+              peak       --observations as fast as the publisher goes, until the last expected
+                         event arrives.
+              latency    paced at half the peak observation rate for --latency-seconds; each
+                         event's arrival minus the send time of the observation that caused it.
+              overload   (skip with --no-overload) paced at 2× and then 4× the peak observation
+                         rate for --overload-seconds each, on as many connections as it takes:
+                         offered and processed observations/s, the longest wait for an event,
+                         the evaluator's stats (lagSeconds, queueDepth) and its RSS; after each
+                         level it waits up to --overload-catch-up seconds for every event.
+            Every event of warm-up, peak, latency and overload is checked one by one against
+            the pure evaluator: none missing, none twice, none unexpected.
 
-            Targets (DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate; p99 < 5 ms
-            at half of peak. Run on a release build.
+            Targets (the figures of DESIGN.md §9): peak observations/s ≥ 0.8 × the relay rate
+            and ≥ 1.0 × the null-3 rate; p99 < 5 ms at half of peak. Run on a release build.
             """)
 
     @Option(help: "Tracked subjects.", valueName: "n")
@@ -56,6 +75,25 @@ struct BenchPipelineCommand: ParsableCommand {
     @Option(help: "Give up when no expected event arrives for this long.", valueName: "s")
     var stallSeconds: Double = 30
 
+    @Flag(help: "Skip the null evaluator phases (null and null-3).")
+    var noNull: Bool
+
+    @Flag(help: "Skip the overload phase.")
+    var noOverload: Bool
+
+    @Option(help: "Seconds of offered load at each overload level (2× and 4× the peak rate).", valueName: "s")
+    var overloadSeconds: Double = 10
+
+    @Option(
+        help: "Seconds after an overload level's offer ends within which every event must have arrived.",
+        valueName: "s")
+    var overloadCatchUp: Double = 120
+
+    @Option(
+        help: "Publishing connections in the overload phase (0: as many as the rate needs, up to 4).",
+        valueName: "n")
+    var overloadPublishers: Int = 0
+
     @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
     var keep: Bool
 
@@ -80,6 +118,13 @@ struct BenchPipelineCommand: ParsableCommand {
         // (300 s) must never set in between two reports.
         guard interval > 1, interval < 300 else { throw ValidationError("--interval must be in (1, 300) seconds") }
         guard stallSeconds > 0 else { throw ValidationError("--stall-seconds must be positive") }
+        guard overloadSeconds > 0, overloadSeconds <= 3600 else {
+            throw ValidationError("--overload-seconds must be in (0, 3600]")
+        }
+        guard overloadCatchUp > 0 else { throw ValidationError("--overload-catch-up must be positive") }
+        guard (0...64).contains(overloadPublishers) else {
+            throw ValidationError("--overload-publishers must be 0…64")
+        }
     }
 
     static let beaconExitTimeout = 1.0
@@ -123,13 +168,46 @@ struct BenchPipelineCommand: ParsableCommand {
         let watch = try await EvaluatorWatch.connect(endpoint: endpoint)
         try await watch.waitOnline(evaluator, timeout: .seconds(30))
 
-        // Relay baseline: the peak phase's messages, on topics of the same length, one subscriber.
+        // The expected events of warm-up and peak, and what the evaluator publishes for each
+        // of those observations (the null evaluators' plan), from the pure evaluator.
         let peakRange = subjects..<(subjects + observations)
+        let warmMessages = workload.messages(0..<subjects)
         let peakMessages = workload.messages(peakRange)
+        var plan = NullEvaluatorPlan()
+        let warmExpected =
+            noNull
+            ? oracle.expect(warmMessages, first: 0) : oracle.expect(warmMessages, first: 0, recording: &plan)
+        let peakExpected =
+            noNull
+            ? oracle.expect(peakMessages, first: peakRange.lowerBound)
+            : oracle.expect(peakMessages, first: peakRange.lowerBound, recording: &plan)
+
+        // Relay baseline: the peak phase's messages, on topics of the same length, one subscriber.
         let relay = try await Self.measureRelay(peakMessages, endpoint: endpoint, qos: qosLevel)
         print(
             "relay baseline (our client → mosquitto → one subscriber): \(observations) messages in \(Self.format(relay.seconds)) s = \(Self.rate(relay.rate)) msg/s"
         )
+
+        // Null evaluators: the broker's ceiling for the evaluator's traffic, and for three messages.
+        var null: NullFigures?
+        var nullThree: NullFigures?
+        if !noNull {
+            print(
+                "null evaluator plan (the pure evaluator's messages for the peak): \(plan.summary(of: peakRange))")
+            let full = try await Self.measureNull(
+                plan.moved(to: Self.nullVenue), warm: warmMessages, peak: peakMessages, directory: directory,
+                endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+            print(
+                "null evaluator (the evaluator's messages, nothing else): \(observations) observations in \(Self.format(full.seconds)) s = \(Self.rate(full.rate)) observations/s, \(full.events) transitions counted; \(full.process)"
+            )
+            let three = try await Self.measureNull(
+                plan.threeMessages().moved(to: Self.nullThreeVenue), warm: warmMessages, peak: peakMessages,
+                directory: directory, endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+            print(
+                "null-3 (three QoS-1 messages per observation): \(observations) observations in \(Self.format(three.seconds)) s = \(Self.rate(three.rate)) observations/s, \(three.events) transitions counted; \(three.process)"
+            )
+            (null, nullThree) = (full, three)
+        }
 
         // Events arrive on one subscriber that timestamps them on the network thread.
         let events = try await EventSink.connect(endpoint: endpoint)
@@ -139,8 +217,6 @@ struct BenchPipelineCommand: ParsableCommand {
         // Warm-up: one report per subject; RSS before and after.
         try await Task.sleep(for: .milliseconds(500))
         let rssIdle = evaluator.residentKB()
-        let warmMessages = workload.messages(0..<subjects)
-        let warmExpected = oracle.expect(warmMessages, first: 0)
         expected.merge(warmExpected) { $1 }
         let warm = try await Self.publishAll(
             warmMessages, endpoint: endpoint, qos: qosLevel, clientID: "bench-warm-\(getpid())")
@@ -153,7 +229,6 @@ struct BenchPipelineCommand: ParsableCommand {
         )
 
         // Peak.
-        let peakExpected = oracle.expect(peakMessages, first: peakRange.lowerBound)
         expected.merge(peakExpected) { $1 }
         let before = events.count
         let peak = try await Self.publishAll(
@@ -187,6 +262,34 @@ struct BenchPipelineCommand: ParsableCommand {
         let rssEnd = evaluator.residentKB()
         // VmHWM is updated lazily by the kernel; never show it below a sample taken earlier.
         let rssHighWater = max(evaluator.residentKB(peak: true), rssIdle, rssWarm, rssPeak, rssEnd)
+
+        // Overload: 2× and 4× the peak rate, each until every event is in (bounded).
+        var overloads: [OverloadFigures] = []
+        var overloadObservations = 0
+        if !noOverload {
+            let context = OverloadContext(
+                workload: workload, endpoint: endpoint, qos: qosLevel, events: events, evaluator: evaluator,
+                watch: watch, seconds: overloadSeconds, catchUp: overloadCatchUp, stall: stallSeconds)
+            for factor in Self.overloadFactors {
+                let asked = factor * peakObservationRate
+                let publishers =
+                    overloadPublishers > 0
+                    ? overloadPublishers : Self.publishers(for: asked, onePublisher: publishRate)
+                let figures = try await Self.overload(
+                    factor: factor, peakRate: peakObservationRate, publishers: publishers,
+                    first: latencyRange.upperBound + overloadObservations, context: context, oracle: &oracle,
+                    expected: &expected, sendTimes: &sendTimes)
+                overloadObservations += figures.observations
+                overloads.append(figures)
+                print("overload \(Self.rate(factor))×: \(figures.summary)")
+                if figures.caughtUpAfter == nil {
+                    print(
+                        "overload: the evaluator had not caught up \(Self.format(overloadCatchUp)) s after the offer ended; no higher level"
+                    )
+                    break
+                }
+            }
+        }
         let stats = watch.latestStats
         await watch.client.disconnect()
 
@@ -197,7 +300,9 @@ struct BenchPipelineCommand: ParsableCommand {
         var latencies: [Double] = []
         var csv = "sent_s,latency_ms\n"
         for arrival in arrivals[latencyFirstEvent...] {
-            guard let id = Self.eventID(arrival.payload), let index = expected[id], let sent = sendTimes[index] else {
+            guard let id = Self.eventID(arrival.payload), let index = expected[id], latencyRange.contains(index),
+                let sent = sendTimes[index]
+            else {
                 continue
             }
             latencies.append(Self.seconds(arrival.at - sent) * 1000)
@@ -228,26 +333,47 @@ struct BenchPipelineCommand: ParsableCommand {
         let ratio = peakObservationRate / relay.rate
         let p99 = percentile(99)
         let perSubject = Double(rssWarm - rssIdle) * 1024 / Double(subjects)
-        let totalObservations = subjects + observations + latencyCount
-        print(
-            """
-
-            results
-              peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)
-              relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber
-              ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))
-              latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):
-                        p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))
-              memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, end \(Self.megabytes(rssEnd)) MB, high water \(Self.megabytes(rssHighWater)) MB
-              journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)
-              events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected
-              evaluator: \(stopped); last stats \(stats ?? "none")
-            """)
+        let totalObservations = subjects + observations + latencyCount + overloadObservations
+        var lines = [
+            "",
+            "results",
+            "  peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)",
+            "  relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber",
+            "  ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))",
+        ]
+        if let null, let nullThree {
+            let toNull = peakObservationRate / null.rate
+            let toThree = peakObservationRate / nullThree.rate
+            lines += [
+                "  null:     \(Self.rate(null.rate)) observations/s, the evaluator's messages (\(String(format: "%.2f", null.messagesPerObservation)) per observation) and no other work",
+                "  null-3:   \(Self.rate(nullThree.rate)) observations/s, three QoS-1 messages per observation and no other work",
+                "  ratios:   Perimeter \(String(format: "%.2f", toNull)) × null, \(String(format: "%.2f", toThree)) × null-3 (target ≥ 1.00 × null-3: \(toThree >= 1 ? "met" : "NOT met"))",
+            ]
+        }
+        lines += [
+            "  latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):",
+            "            p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))",
+        ]
+        for figures in overloads {
+            lines.append(
+                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, processed \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
+            )
+        }
+        lines += [
+            "  memory:   evaluator RSS idle \(Self.megabytes(rssIdle)) MB, \(subjects) subjects \(Self.megabytes(rssWarm)) MB (\(Self.rate(perSubject)) B/subject), after peak \(Self.megabytes(rssPeak)) MB, after latency \(Self.megabytes(rssEnd)) MB, high water before overload \(Self.megabytes(rssHighWater)) MB",
+            "  journal:  \(Self.megabytes(journal / 1024)) MB for \(totalObservations) observations (\(Self.rate(Double(journal) / Double(totalObservations))) B/observation, SQLite file + WAL)",
+            "  events:   \(expected.count) expected, \(arrivals.count) received, \(missing) missing, \(duplicates) duplicates, \(unexpected) unexpected",
+            "  evaluator: \(stopped); last stats \(stats ?? "none")",
+        ]
+        print(lines.joined(separator: "\n"))
         if oracle.rejected > 0 {
             Output.error("warning: the pure evaluator rejected \(oracle.rejected) generated observations")
         }
         if missing > 0 || unexpected > 0 {
-            throw ExitCode(1, "the evaluator's events differ from the expected ones (see above)")
+            let behind =
+                overloads.contains { $0.caughtUpAfter == nil }
+                ? " (the evaluator had not caught up after overload)" : ""
+            throw ExitCode(1, "the evaluator's events differ from the expected ones\(behind) (see above)")
         }
     }
 
@@ -356,11 +482,60 @@ struct BenchPipelineCommand: ParsableCommand {
     static func megabytes(_ kilobytes: Int) -> String { String(format: "%.1f", Double(kilobytes) / 1024) }
 }
 
+/// A child process of a bench: how to watch and stop it. `role` names it in errors.
+protocol BenchChild: Sendable {
+    var process: Subprocess { get }
+    var logPath: String { get }
+    var role: String { get }
+}
+
+extension BenchChild {
+    /// `VmRSS` (or `VmHWM`) of the process in kB; 0 when it is gone.
+    func residentKB(peak: Bool = false) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
+            let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first
+        else { return 0 }
+        return kilobytes
+    }
+
+    var logTail: String {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
+    }
+
+    /// Throws with the process's last log lines when it has ended.
+    func checkRunning() throws {
+        if let termination = process.poll() {
+            throw ExitCode(1, "the \(role) \(termination); its log ends:\n\(logTail)")
+        }
+    }
+
+    /// SIGTERM, then how it ended (SIGKILL after 10 s).
+    func stopGracefully() async -> String {
+        process.signal(SIGTERM)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
+        }
+        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.signal(SIGKILL)
+        process.waitBlocking()
+    }
+}
+
 /// The `perimeter evaluator` child process under test.
-struct EvaluatorProcess {
+struct EvaluatorProcess: BenchChild {
     let process: Subprocess
     let databasePath: String
     let logPath: String
+    var role: String { "evaluator" }
 
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
     static func start(
@@ -401,51 +576,12 @@ struct EvaluatorProcess {
         return EvaluatorProcess(process: process, databasePath: databasePath, logPath: logPath)
     }
 
-    /// `VmRSS` (or `VmHWM`) of the evaluator in kB; 0 when it is gone.
-    func residentKB(peak: Bool = false) -> Int {
-        guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(peak ? "VmHWM:" : "VmRSS:") }),
-            let kilobytes = line.split(separator: " ").compactMap({ Int($0) }).first
-        else { return 0 }
-        return kilobytes
-    }
-
     /// The journal's size on disk: the SQLite file and its WAL.
     func journalBytes() -> Int {
         ["", "-wal"].reduce(0) { total, suffix in
             let size = (try? FileManager.default.attributesOfItem(atPath: databasePath + suffix)[.size]) as? NSNumber
             return total + (size?.intValue ?? 0)
         }
-    }
-
-    var logTail: String {
-        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(20).joined(separator: "\n")
-    }
-
-    /// Throws with the evaluator's last log lines when it has ended.
-    func checkRunning() throws {
-        if let termination = process.poll() {
-            throw ExitCode(1, "the evaluator \(termination); its log ends:\n\(logTail)")
-        }
-    }
-
-    /// SIGTERM, then how it ended (SIGKILL after 10 s).
-    func stopGracefully() async -> String {
-        process.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            process.signal(SIGKILL)
-            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
-        }
-        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
-    }
-
-    func stop() {
-        guard process.isRunning else { return }
-        process.signal(SIGKILL)
-        process.waitBlocking()
     }
 }
 
@@ -499,15 +635,26 @@ final class EventSink: Sendable {
     /// Waits until `total` messages have arrived; returns when the last of them did.
     /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.
     func wait(
-        for total: Int, since started: ContinuousClock.Instant, evaluator: EvaluatorProcess?, stall: Double,
+        for total: Int, since started: ContinuousClock.Instant, evaluator: (any BenchChild)?, stall: Double,
         phase: String
     ) async throws -> ContinuousClock.Instant {
+        try await wait(for: total, by: nil, since: started, evaluator: evaluator, stall: stall, phase: phase)!
+    }
+
+    /// Waits until `total` messages have arrived or `deadline` (if any) passes; returns when
+    /// the last of them arrived, or nil at the deadline.
+    /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.
+    func wait(
+        for total: Int, by deadline: ContinuousClock.Instant?, since started: ContinuousClock.Instant,
+        evaluator: (any BenchChild)?, stall: Double, phase: String
+    ) async throws -> ContinuousClock.Instant? {
         var last = count
         var progressAt = ContinuousClock.now
         while true {
             let (now, at) = state.withLock { ($0.count, $0.count >= total ? $0[total - 1].at : nil) }
             if let at { return at }
             try evaluator?.checkRunning()
+            if let deadline, ContinuousClock.now >= deadline { return nil }
             if now != last {
                 last = now
                 progressAt = .now
@@ -524,14 +671,25 @@ final class EventSink: Sendable {
 
 /// Watches the evaluator's retained status and its stats.
 final class EvaluatorWatch: Sendable {
+    /// One stats message: when it arrived and the figures the overload phase reports.
+    struct StatsSample {
+        var at: ContinuousClock.Instant
+        var lagSeconds: Double?
+        var queueDepth: Int?
+    }
+
     let client: MQTTClient
     private let status: Locked<String?>
     private let stats: Locked<String?>
+    private let samples: Locked<[StatsSample]>
 
-    private init(client: MQTTClient, status: Locked<String?>, stats: Locked<String?>) {
+    private init(
+        client: MQTTClient, status: Locked<String?>, stats: Locked<String?>, samples: Locked<[StatsSample]>
+    ) {
         self.client = client
         self.status = status
         self.stats = stats
+        self.samples = samples
     }
 
     static func connect(
@@ -542,15 +700,24 @@ final class EvaluatorWatch: Sendable {
         let statsTopic = Topics.stats(prefix: BenchPipelineWorkload.prefix, component: "evaluator", instance: instance)
         let status = Locked<String?>(nil)
         let stats = Locked<String?>(nil)
+        let samples = Locked<[StatsSample]>([])
         var configuration = MQTTConfiguration(
             host: endpoint.host, port: endpoint.port, clientID: "bench-watch-\(instance)-\(getpid())")
         configuration.protocolVersion = protocolVersion
         configuration.inboundBufferSize = 1
         let client = try MQTTClient(configuration) { message in
             if message.topic == statusTopic { status.withLock { $0 = message.payloadString } }
-            if message.topic == statsTopic { stats.withLock { $0 = message.payloadString } }
+            if message.topic == statsTopic {
+                let now = ContinuousClock.now
+                let fields = try? JSONParser.parse(message.payload)
+                let sample = StatsSample(
+                    at: now, lagSeconds: fields?["lagSeconds"]?.doubleValue, queueDepth: fields?["queueDepth"]?.intValue
+                )
+                stats.withLock { $0 = message.payloadString }
+                samples.withLock { $0.append(sample) }
+            }
         }
-        let watch = EvaluatorWatch(client: client, status: status, stats: stats)
+        let watch = EvaluatorWatch(client: client, status: status, stats: stats, samples: samples)
         try await client.connect()
         try await client.subscribe(statusTopic, qos: .atLeastOnce)
         try await client.subscribe(statsTopic, qos: .atMostOnce)
@@ -558,6 +725,11 @@ final class EvaluatorWatch: Sendable {
     }
 
     var latestStats: String? { stats.withLock { $0 } }
+
+    /// The stats messages that arrived in `interval`, oldest first.
+    func statsSamples(in interval: ClosedRange<ContinuousClock.Instant>) -> [StatsSample] {
+        samples.withLock { $0.filter { interval.contains($0.at) } }
+    }
 
     /// Waits for the evaluator's retained `{"online":true}`.
     func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {

@@ -160,6 +160,27 @@ struct BenchPipelineOracle {
     mutating func expect(
         _ messages: [(topic: String, payload: [UInt8])], first: Int
     ) -> [String: Int] {
+        evaluate(messages, first: first) { _, _ in }
+    }
+
+    /// ``expect(_:first:)``, also recording in `plan` every message the evaluator publishes for
+    /// each observation, as ``EvaluatorOutput/messages(topics:)`` makes them. A rejected
+    /// observation is recorded as publishing nothing (the service would dead-letter it; the
+    /// bench warns when there is any). Clock ticks' outputs (ranging, staleness) belong to no
+    /// observation and are left out.
+    mutating func expect(
+        _ messages: [(topic: String, payload: [UInt8])], first: Int, recording plan: inout NullEvaluatorPlan
+    ) -> [String: Int] {
+        let topics = Topics(prefix: BenchPipelineWorkload.prefix, venue: BenchPipelineWorkload.venue)
+        return evaluate(messages, first: first) { topic, outputs in
+            plan.record(inbound: topic, published: outputs.flatMap { $0.messages(topics: topics) })
+        }
+    }
+
+    private mutating func evaluate(
+        _ messages: [(topic: String, payload: [UInt8])], first: Int,
+        each: (_ topic: String, _ outputs: [EvaluatorOutput]) -> Void
+    ) -> [String: Int] {
         var produced: [String: Int] = [:]
         let venues: Set<String> = [BenchPipelineWorkload.venue]
         let now = Date()
@@ -170,6 +191,7 @@ struct BenchPipelineOracle {
                 let inputs = try? InboundDecoder.decode(route, payload: message.payload, receivedAt: now)
             else {
                 rejected += 1
+                each(message.topic, [])
                 continue
             }
             let agent: String?
@@ -177,15 +199,18 @@ struct BenchPipelineOracle {
             case .gps(_, let name), .ble(_, let name): agent = name
             default: agent = nil
             }
+            var all: [EvaluatorOutput] = []
             for input in inputs {
                 guard case .success(let outputs) = evaluator.handle(input, agent: agent, receivedAt: now) else {
                     rejected += 1
                     continue
                 }
+                all += outputs
                 for case .event(let event) in outputs where event.kind == .enter || event.kind == .exit {
                     produced[event.id] = first + offset
                 }
             }
+            each(message.topic, all)
         }
         return produced
     }

@@ -212,7 +212,7 @@ public enum CommandRunner {
         lines.append(row("-h, --help", "Show help information."))
         if !configuration.subcommands.isEmpty {
             lines += ["", "SUBCOMMANDS:"]
-            for subcommand in configuration.subcommands {
+            for subcommand in configuration.subcommands where !subcommand.configuration.isHidden {
                 lines.append(row(subcommand.configuration.commandName, subcommand.configuration.abstract))
             }
             lines += [

@@ -26,14 +26,19 @@ public struct CommandConfiguration: @unchecked Sendable {
     public var abstract: String
     public var discussion: String
     public var subcommands: [any ParsableCommand.Type]
+    /// Left out of the parent's list of subcommands: a helper another command starts as a
+    /// child process, not something to type (it still answers `--help`).
+    public var isHidden: Bool
 
     public init(
-        commandName: String, abstract: String, discussion: String = "", subcommands: [any ParsableCommand.Type] = []
+        commandName: String, abstract: String, discussion: String = "", subcommands: [any ParsableCommand.Type] = [],
+        isHidden: Bool = false
     ) {
         self.commandName = commandName
         self.abstract = abstract
         self.discussion = discussion
         self.subcommands = subcommands
+        self.isHidden = isHidden
     }
 }
 

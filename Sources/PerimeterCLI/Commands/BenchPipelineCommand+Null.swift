@@ -1,0 +1,92 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+
+extension BenchPipelineCommand {
+    /// The venue level of the null evaluator that publishes the evaluator's messages: as long as
+    /// `BenchPipelineWorkload.venue`, so topics keep their size, and a topic tree of its own.
+    static let nullVenue = "nulle"
+    /// The venue level of the null evaluator that publishes three messages per observation.
+    static let nullThreeVenue = "null3"
+
+    struct NullFigures {
+        var seconds: Double
+        /// Peak observations per second, first publish to last transition.
+        var rate: Double
+        var events: Int
+        var messagesPerObservation: Double
+        /// How the child process ended.
+        var process: String
+    }
+
+    /// The ceiling the broker sets on the evaluator's traffic: the warm-up and peak
+    /// observations, moved to the plan's venue, through a `perimeter bench null-evaluator`
+    /// child process that publishes what the plan says; its transitions counted on one
+    /// subscriber, as the peak phase counts the evaluator's. Counted, not checked one by one:
+    /// the null evaluator's payloads are filler.
+    static func measureNull(
+        _ plan: NullEvaluatorPlan, warm: [(topic: String, payload: [UInt8])],
+        peak: [(topic: String, payload: [UInt8])], directory: URL, endpoint: (host: String, port: Int), qos: QoS,
+        stall: Double
+    ) async throws -> NullFigures {
+        precondition(plan.observations.count == warm.count + peak.count, "the plan covers warm-up and peak")
+        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
+        defer { process.stop() }
+        try await process.waitOnline(endpoint: endpoint)
+        let root = "\(plan.prefix)/\(plan.venue)/"
+        let filters = ["\(root)enter/#", "\(root)exit/#"]
+        let sink = try await EventSink.connect(
+            endpoint: endpoint, filters: filters, keepPayloads: false, name: "\(plan.venue)-events")
+        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
+        let move = { (topic: String) in topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic }
+        let warmEvents = plan.count(matching: filters, in: 0..<warm.count)
+        let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
+
+        let warmed = try await publishAll(
+            warm, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-warm-\(getpid())", topic: move)
+        _ = try await sink.wait(
+            for: warmEvents, since: warmed.started, evaluator: process, stall: stall, phase: "\(plan.venue) warm-up")
+        let peakPublished = try await publishAll(
+            peak, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-peak-\(getpid())", topic: move)
+        let last = try await sink.wait(
+            for: allEvents, since: peakPublished.started, evaluator: process, stall: stall, phase: "\(plan.venue) peak")
+        await sink.client.disconnect()
+        let stopped = await process.stopGracefully()
+        let seconds = Self.seconds(last - peakPublished.started)
+        let published = plan.observations[warm.count...].reduce(0) { $0 + $1.shapes.count }
+        return NullFigures(
+            seconds: seconds, rate: Double(peak.count) / seconds, events: allEvents - warmEvents,
+            messagesPerObservation: Double(published) / Double(max(1, peak.count)), process: stopped)
+    }
+}
+
+/// A `perimeter bench null-evaluator` child process and its plan file.
+struct NullEvaluatorProcess: BenchChild {
+    let process: Subprocess
+    let logPath: String
+    let prefix: String
+    let venue: String
+    var role: String { "null evaluator '\(venue)'" }
+
+    /// Writes the plan into `directory` and starts this executable as `perimeter bench null-evaluator`.
+    static func start(plan: NullEvaluatorPlan, directory: URL, port: Int) throws -> NullEvaluatorProcess {
+        let planPath = directory.appendingPathComponent("null-\(plan.venue).plan").path
+        let logPath = directory.appendingPathComponent("null-\(plan.venue).log").path
+        try plan.serialized.write(toFile: planPath, atomically: true, encoding: .utf8)
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let process = try Subprocess.spawn(
+            executable, ["bench", "null-evaluator", "--plan", planPath, "--port", "\(port)"], stdout: .null,
+            stderr: .file(logPath, append: false), newProcessGroup: true)
+        return NullEvaluatorProcess(process: process, logPath: logPath, prefix: plan.prefix, venue: plan.venue)
+    }
+
+    /// Waits for its retained `{"online":true}`, said once it has subscribed.
+    func waitOnline(endpoint: (host: String, port: Int)) async throws {
+        let status = try await EventSink.connect(
+            endpoint: endpoint, filters: [NullEvaluatorPlan.statusTopic(prefix: prefix, venue: venue)],
+            name: "\(venue)-status")
+        _ = try await status.wait(for: 1, since: .now, evaluator: self, stall: 30, phase: "starting \(role)")
+        await status.client.disconnect()
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+
+extension BenchPipelineCommand {
+    /// The load levels of the overload phase, as multiples of the peak observation rate.
+    static let overloadFactors: [Double] = [2, 4]
+
+    /// What an overload level needs from the run.
+    struct OverloadContext {
+        var workload: BenchPipelineWorkload
+        var endpoint: (host: String, port: Int)
+        var qos: QoS
+        var events: EventSink
+        var evaluator: EvaluatorProcess
+        var watch: EvaluatorWatch
+        /// Seconds of offered load.
+        var seconds: Double
+        /// Seconds after the offer ends within which the evaluator must have caught up.
+        var catchUp: Double
+        var stall: Double
+    }
+
+    /// One overload level's figures.
+    struct OverloadFigures {
+        var factor: Double
+        var asked: Double
+        var offered: Double
+        var publishers: Int
+        var observations: Int
+        /// Observations per second whose events arrived while the load was offered.
+        var processed: Double
+        /// Seconds from the end of the offer to the last event; nil when the evaluator had not
+        /// caught up within the bound.
+        var caughtUpAfter: Double?
+        /// Observations per second from the first send to the last event (nil: not caught up).
+        var overall: Double?
+        /// The longest an observation of this level waited for its event, in seconds.
+        var maxLag: Double
+        /// The most observations sent whose events had not arrived yet.
+        var maxBacklog: Int
+        /// The largest `lagSeconds` and `queueDepth` the evaluator's stats said, and how many
+        /// stats messages came (it publishes them between two drains of its queue).
+        var statsLag: Double?
+        var statsDepth: Int?
+        var statsSamples: Int
+        var rssMaxKB: Int
+
+        var summary: String {
+            let stats =
+                statsSamples == 0
+                ? "no evaluator stats message meanwhile (it publishes them between two drains of its queue)"
+                : "stats (\(statsSamples)): lagSeconds ≤ \(format(statsLag ?? .nan)), queueDepth ≤ \(statsDepth.map { "\($0)" } ?? "-")"
+            let caughtUp =
+                caughtUpAfter.map { after in
+                    "caught up \(format(after)) s after the offer ended (\(rate(overall ?? .nan)) obs/s overall)"
+                } ?? "NOT caught up"
+            return
+                "asked \(rate(asked)) obs/s, offered \(rate(offered)) obs/s on \(publishers) connection\(publishers == 1 ? "" : "s") (\(observations) observations); processed \(rate(processed)) obs/s while offered; \(caughtUp); max lag \(format(maxLag)) s, max backlog \(maxBacklog) observations; \(stats); evaluator RSS max \(megabytes(rssMaxKB)) MB"
+        }
+    }
+
+    /// Offers `factor` × `peakRate` observations/s for `context.seconds`, paced, on enough
+    /// connections that the publishers are not the limit (a subject's reports stay on one
+    /// connection, in order), then waits (bounded) for every event. Observations `first…` are
+    /// used; their events are added to `expected` and their send times to `sendTimes`, so that
+    /// the run's final check covers them like every other phase's.
+    static func overload(
+        factor: Double, peakRate: Double, publishers: Int, first: Int, context: OverloadContext,
+        oracle: inout BenchPipelineOracle, expected: inout [String: Int],
+        sendTimes: inout [Int: ContinuousClock.Instant]
+    ) async throws -> OverloadFigures {
+        let asked = factor * peakRate
+        let count = max(publishers, Int(asked * context.seconds))
+        let range = first..<(first + count)
+        let messages = context.workload.messages(range)
+        expected.merge(oracle.expect(messages, first: first)) { $1 }
+        let total = expected.count
+        var parts = Array(repeating: [Int](), count: publishers)
+        for offset in 0..<count { parts[((first + offset) % context.workload.subjects) % publishers].append(offset) }
+        let before = context.events.count
+
+        // The evaluator's RSS is sampled every 100 ms while the level runs and drains.
+        let rssMax = Locked(context.evaluator.residentKB())
+        let (paced, last) = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [evaluator = context.evaluator] in
+                while !Task.isCancelled {
+                    let kilobytes = evaluator.residentKB()
+                    rssMax.withLock { $0 = max($0, kilobytes) }
+                    try? await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            var paced: [(Int, Paced)] = []
+            try await withThrowingTaskGroup(of: (Int, Paced).self) { publishing in
+                for (part, offsets) in parts.enumerated() where !offsets.isEmpty {
+                    let slice = offsets.map { messages[$0] }
+                    let partRate = asked * Double(offsets.count) / Double(count)
+                    publishing.addTask { [endpoint = context.endpoint, qos = context.qos] in
+                        let result = try await publishPaced(
+                            slice, rate: partRate, endpoint: endpoint, qos: qos,
+                            clientID: "bench-overload-\(part)-\(getpid())")
+                        return (part, result)
+                    }
+                }
+                for try await result in publishing { paced.append(result) }
+            }
+            let offerEnd = paced.map(\.1.finished).max()!
+            let last = try await context.events.wait(
+                for: total, by: offerEnd + .milliseconds(Int(context.catchUp * 1000)),
+                since: paced.map(\.1.started).min()!, evaluator: context.evaluator, stall: context.stall,
+                phase: "overload \(rate(factor))×")
+            group.cancelAll()
+            return (paced, last)
+        }
+        for (part, result) in paced {
+            for (index, time) in result.sent.enumerated() { sendTimes[first + parts[part][index]] = time }
+        }
+        let offerStart = paced.map(\.1.started).min()!
+        let offerEnd = paced.map(\.1.finished).max()!
+        let offerSeconds = seconds(offerEnd - offerStart)
+
+        // The evaluator works in arrival order: the highest observation whose event has arrived
+        // says how far it has got, and the observations sent but not that far are its backlog
+        // (wherever they wait: the broker, the journal's queue).
+        var processedThrough = first - 1
+        var maxLag = 0.0
+        var progress: [(at: ContinuousClock.Instant, through: Int)] = []
+        for arrival in context.events.arrivals()[before...] {
+            guard let id = eventID(arrival.payload), let index = expected[id], range.contains(index),
+                let sent = sendTimes[index]
+            else { continue }
+            if arrival.at <= offerEnd { processedThrough = max(processedThrough, index) }
+            maxLag = max(maxLag, seconds(arrival.at - sent))
+            progress.append((arrival.at, max(progress.last?.through ?? first - 1, index)))
+        }
+        let sent = range.compactMap { sendTimes[$0] }.sorted()
+        var maxBacklog = 0
+        var sentBy = 0
+        for step in progress {
+            while sentBy < sent.count && sent[sentBy] <= step.at { sentBy += 1 }
+            maxBacklog = max(maxBacklog, sentBy - (step.through - first + 1))
+        }
+        let samples = context.watch.statsSamples(in: offerStart...(last ?? .now))
+        return OverloadFigures(
+            factor: factor, asked: asked, offered: Double(count) / offerSeconds, publishers: paced.count,
+            observations: count, processed: Double(processedThrough - first + 1) / offerSeconds,
+            caughtUpAfter: last.map { seconds($0 - offerEnd) },
+            overall: last.map { Double(count) / seconds($0 - offerStart) }, maxLag: maxLag, maxBacklog: maxBacklog,
+            statsLag: samples.compactMap(\.lagSeconds).max(), statsDepth: samples.compactMap(\.queueDepth).max(),
+            statsSamples: samples.count, rssMaxKB: rssMax.withLock { $0 })
+    }
+
+    /// Enough publishing connections for `rate`: each paced at no more than half of what one
+    /// connection reached unpaced in the peak phase, at most 4.
+    static func publishers(for rate: Double, onePublisher: Double) -> Int {
+        guard onePublisher > 0, onePublisher.isFinite else { return 1 }
+        return min(4, max(1, Int((rate / (onePublisher / 2)).rounded(.up))))
+    }
+}
