@@ -372,7 +372,7 @@ final class EvaluatorRuntime {
                     logger.notice("SIGHUP: re-reading regions files")
                     try journalRegionFiles(failOnProblems: false)
                 }
-                try await drain(client)
+                try await drain(client, more: signalWork)
             }
             group.cancelAll()
         }
@@ -477,8 +477,10 @@ final class EvaluatorRuntime {
     /// membership, the retained picture, what the broker acknowledged meanwhile, the cursor),
     /// then handed to the publisher, which does not wait for the acknowledgements. The journal
     /// writes of the network thread wait at most for that short commit.
-    private func drain(_ client: MQTTClient) async throws {
-        while true {
+    private func drain(_ client: MQTTClient, more: () -> Void) async throws {
+        // One group per wake: with a backlog the next group is queued behind the control events
+        // already waiting (stats, ticks, a lease change), so they are never starved.
+        do {
             let rows = try store.inbox(after: cursor, limit: configuration.groupCommitRows)
             guard !rows.isEmpty else {
                 try recordAcknowledged()
@@ -535,6 +537,7 @@ final class EvaluatorRuntime {
             } else if sinceSnapshot >= configuration.snapshotEvery {
                 takeSnapshotInBackground()
             }
+            if rows.count == configuration.groupCommitRows { more() }
         }
     }
 
