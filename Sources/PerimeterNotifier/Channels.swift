@@ -75,7 +75,7 @@ struct ChannelSender: Sendable {
             let response = try await Blocking.run {
                 try HTTPClient.post(url, headers: headers, body: body, timeout: timeout, tls: tls)
             }
-            return Self.classify(status: response.status, retryAfter: response.headers["retry-after"])
+            return Self.classify(status: response.status, retryAfter: response.headers["retry-after"], now: Date())
         } catch {
             return .retry("\(error)", after: nil)
         }
@@ -83,7 +83,7 @@ struct ChannelSender: Sendable {
 
     /// 2xx delivered; 408, 429 and 5xx again (429 and 503 after their Retry-After); any other
     /// status fails for good.
-    static func classify(status: Int, retryAfter: String?, now: Date = Date()) -> DeliveryOutcome {
+    static func classify(status: Int, retryAfter: String?, now: Date) -> DeliveryOutcome {
         switch status {
         case 200..<300: return .delivered
         case 408, 429, 500..<600:

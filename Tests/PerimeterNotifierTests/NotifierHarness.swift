@@ -71,6 +71,9 @@ final class NotifierHarness: Sendable {
 
     func killNotifier() { process.withLock { $0?.kill(SIGKILL) } }
 
+    /// The running notifier process's id.
+    var notifierPID: pid_t? { process.withLock { $0?.subprocess.pid } }
+
     private let evaluator = Mutex<ChildProcess?>(nil)
 
     /// Starts a real `perimeter evaluator` on the same broker and venue (privacy gate with its
