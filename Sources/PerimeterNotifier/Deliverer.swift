@@ -37,7 +37,8 @@ final class Deliverer: @unchecked Sendable {
     ) throws {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
-        sender = ChannelSender(client: client, prefix: configuration.prefix, timeout: configuration.delivery.timeout)
+        sender = ChannelSender(
+            client: client, prefix: configuration.prefix, timeout: configuration.delivery.timeout, clock: clock)
         self.client = client
         self.logger = logger
         self.metrics = metrics
@@ -105,7 +106,7 @@ final class Deliverer: @unchecked Sendable {
     private func finish(_ finished: Finished) throws -> (topic: String, record: JSONValue)? {
         let (row, outcome) = finished
         let attempts = row.attempts + 1
-        let now = Date()
+        let now = clock.now
         let channel = row.channel
         switch outcome {
         case .delivered:

@@ -15,15 +15,18 @@ import PerimeterStore
 public struct NotifierService: Service {
     public let configuration: NotifierConfiguration
     public let logger: Logger
+    /// Wall time for queueing, retries, deadletters and journalled arrivals; every wait.
+    public let clock: any TimeSource
     public var name: String { "notifier" }
 
-    public init(configuration: NotifierConfiguration, logger: Logger) {
+    public init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
     }
 
     public func run() async throws {
-        let runtime = try NotifierRuntime(configuration: configuration, logger: logger)
+        let runtime = try NotifierRuntime(configuration: configuration, logger: logger, clock: clock)
         try await runtime.run()
     }
 }
@@ -48,7 +51,7 @@ final class NotifierRuntime {
     private let doorbell = Doorbell()
     let clock: any TimeSource
 
-    init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) throws {
+    init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource) throws {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -122,8 +125,9 @@ final class NotifierRuntime {
 
     func run() async throws {
         let journalStore = try NotifierStore(path: configuration.databasePath)
+        let clock = clock
         let journal = ArrivalJournal(logger: logger) {
-            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
@@ -303,7 +307,7 @@ final class NotifierRuntime {
         guard let venue = venues[event.venue] else { return 0 }
         let rules = (fileRules[venue.id] ?? []) + (topicRules[venue.id] ?? [:]).values.sorted { $0.id < $1.id }
         var queued = 0
-        let now = Date()
+        let now = clock.now
         for rule in rules where rule.matches(event) {
             if try store.hasFired(event: event.id, rule: rule.id) {
                 metrics.add("perimeter_notifier_skips_total", labels: ["reason": "duplicate"])
