@@ -18,6 +18,8 @@ struct ChannelSender: Sendable {
     let client: MQTTClient
     let prefix: String
     let timeout: Double
+    /// "Now" for an HTTP-date Retry-After and a mail's Date header.
+    let clock: any TimeSource
 
     func send(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) async -> DeliveryOutcome {
         switch channel {
@@ -75,7 +77,7 @@ struct ChannelSender: Sendable {
             let response = try await Blocking.run {
                 try HTTPClient.post(url, headers: headers, body: body, timeout: timeout, tls: tls)
             }
-            return Self.classify(status: response.status, retryAfter: response.headers["retry-after"])
+            return Self.classify(status: response.status, retryAfter: response.headers["retry-after"], now: clock.now)
         } catch {
             return .retry("\(error)", after: nil)
         }
@@ -83,7 +85,7 @@ struct ChannelSender: Sendable {
 
     /// 2xx delivered; 408, 429 and 5xx again (429 and 503 after their Retry-After); any other
     /// status fails for good.
-    static func classify(status: Int, retryAfter: String?, now: Date = Date()) -> DeliveryOutcome {
+    static func classify(status: Int, retryAfter: String?, now: Date) -> DeliveryOutcome {
         switch status {
         case 200..<300: return .delivered
         case 408, 429, 500..<600:
@@ -113,7 +115,7 @@ struct ChannelSender: Sendable {
             from: from, to: to,
             subject: record["title"]?.stringValue ?? "Perimeter: \(record["event"]?.stringValue ?? "event")",
             body: (record["body"]?.stringValue ?? "") + "\n", messageID: "\(Hex.encode(Array(row.key.utf8)))@perimeter",
-            date: Date())
+            date: clock.now)
         do {
             _ = try await Blocking.run { try SMTPClient.send(message, via: relay) }
             return .delivered

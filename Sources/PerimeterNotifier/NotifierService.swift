@@ -3,7 +3,6 @@ import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterStore
-import Synchronization
 
 /// `perimeter notifier`: the evaluator's transitions in, location-triggered notifications out
 /// over MQTT, webhooks and mail (topics.md, "Notifications").
@@ -16,15 +15,18 @@ import Synchronization
 public struct NotifierService: Service {
     public let configuration: NotifierConfiguration
     public let logger: Logger
+    /// Wall time for queueing, retries, deadletters and journalled arrivals; every wait.
+    public let clock: any TimeSource
     public var name: String { "notifier" }
 
-    public init(configuration: NotifierConfiguration, logger: Logger) {
+    public init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
     }
 
     public func run() async throws {
-        let runtime = try NotifierRuntime(configuration: configuration, logger: logger)
+        let runtime = try NotifierRuntime(configuration: configuration, logger: logger, clock: clock)
         try await runtime.run()
     }
 }
@@ -33,43 +35,6 @@ public struct NotifierService: Service {
 public struct NotifierError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// Wakes a waiting task; a ring with nobody waiting is kept for the next wait.
-final class Doorbell: Sendable {
-    private let state = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
-
-    func ring() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
-            }
-            state.rung = true
-            return nil
-        }
-        waiter?.resume()
-    }
-
-    /// Returns after a ring or `seconds`, whichever comes first.
-    func wait(seconds: Double) async {
-        let ticker = Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
-            self?.ring()
-        }
-        await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
-                if state.rung {
-                    state.rung = false
-                    return true
-                }
-                state.waiter = continuation
-                return false
-            }
-            if now { continuation.resume() }
-        }
-        ticker.cancel()
-    }
 }
 
 /// The notifier's working state for one run of the service.
@@ -84,10 +49,12 @@ final class NotifierRuntime {
     private var regionNames: [String: [String: String]] = [:]
     private let venues: [String: NotifierConfiguration.Venue]
     private let doorbell = Doorbell()
+    let clock: any TimeSource
 
-    init(configuration: NotifierConfiguration, logger: Logger) throws {
+    init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource) throws {
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
         store = try NotifierStore(path: configuration.databasePath)
         venues = Dictionary(uniqueKeysWithValues: configuration.venues.map { ($0.id, $0) })
         declareMetrics()
@@ -158,9 +125,9 @@ final class NotifierRuntime {
 
     func run() async throws {
         let journalStore = try NotifierStore(path: configuration.databasePath)
-        let doorbell = doorbell
+        let clock = clock
         let journal = ArrivalJournal(logger: logger) {
-            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: Date())
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
@@ -182,16 +149,13 @@ final class NotifierRuntime {
                 "database": .string(configuration.databasePath),
             ])
         let deliverer = try Deliverer(
-            configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell)
+            configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell,
+            clock: clock)
+        // Woken only by what needs work: a message (journalled before it is queued here, so
+        // the drain that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let (wakes, wake) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await _ in client.messages { wake.yield(false) } }
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    wake.yield(false)
-                }
-            }
             group.addTask { for await _ in Signals.hangups() { wake.yield(true) } }
             group.addTask { await deliverer.run() }
             wake.yield(false)
@@ -343,7 +307,7 @@ final class NotifierRuntime {
         guard let venue = venues[event.venue] else { return 0 }
         let rules = (fileRules[venue.id] ?? []) + (topicRules[venue.id] ?? [:]).values.sorted { $0.id < $1.id }
         var queued = 0
-        let now = Date()
+        let now = clock.now
         for rule in rules where rule.matches(event) {
             if try store.hasFired(event: event.id, rule: rule.id) {
                 metrics.add("perimeter_notifier_skips_total", labels: ["reason": "duplicate"])

@@ -228,9 +228,13 @@ public final class NotifierStore {
         ).map(Self.outboxRow).filter { !excluding.contains($0.number) }.prefix(limit).map { $0 }
     }
 
-    /// When the next pending row is due.
-    public func nextDue() throws -> Date? {
-        try database.scalar("SELECT min(next_attempt) FROM outbox WHERE state = 'pending'")?.double.map(
+    /// When the next pending row is due, leaving out those in flight (whose due time has
+    /// passed: counting them would make a waiter with deliveries under way never sleep).
+    public func nextDue(excluding: Set<Int64> = []) throws -> Date? {
+        try database.query(
+            "SELECT number, next_attempt FROM outbox WHERE state = 'pending' ORDER BY next_attempt LIMIT ?",
+            excluding.count + 1
+        ).first { !excluding.contains(Int64($0[0].int ?? 0)) }.flatMap { $0[1].double }.map(
             Date.init(timeIntervalSince1970:))
     }
 

@@ -2,12 +2,14 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNotifier
 import PerimeterTestSupport
 import Synchronization
 
-/// A real mosquitto on a free port, a real `perimeter notifier` process, test peers (a webhook
-/// receiver, an SMTP server) and an observer of the venue's topics. The tests play the
-/// evaluator: they publish transitions as it does.
+/// A real mosquitto on a free port, a real `perimeter notifier` process (or the notifier service
+/// in this process, on a clock the test moves), test peers (a webhook receiver, an SMTP server)
+/// and an observer of the venue's topics. The tests play the evaluator: they publish
+/// transitions as it does.
 final class NotifierHarness: Sendable {
     static let venue = "test"
     let broker: MosquittoBroker
@@ -71,6 +73,25 @@ final class NotifierHarness: Sendable {
 
     func killNotifier() { process.withLock { $0?.kill(SIGKILL) } }
 
+    private let inProcess = Mutex<Task<Void, any Error>?>(nil)
+    private let logs = InMemoryLogHandler()
+
+    /// Runs the notifier service in this process on `clock`, with the configuration written by
+    /// ``configure(rules:channels:notifier:)``; returns once it is subscribed.
+    func startInProcess(clock: any TimeSource) async throws {
+        let configuration = try NotifierConfiguration.read(ConfigReader(filePath: configPath))
+        let service = NotifierService(
+            configuration: configuration, logger: logs.logger(label: "notifier", level: .info), clock: clock)
+        inProcess.withLock { $0 = Task { try await service.run() } }
+        try await waitUntil("the notifier subscribed", context: { self.notifierOutput }) {
+            if let task = inProcess.withLock({ $0 }), task.isCancelled { return false }
+            return !logs.records(containing: "notifier running").isEmpty
+        }
+    }
+
+    /// The running notifier process's id.
+    var notifierPID: pid_t? { process.withLock { $0?.subprocess.pid } }
+
     private let evaluator = Mutex<ChildProcess?>(nil)
 
     /// Starts a real `perimeter evaluator` on the same broker and venue (privacy gate with its
@@ -92,7 +113,11 @@ final class NotifierHarness: Sendable {
         try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
     }
 
-    var notifierOutput: String { process.withLock { $0?.output ?? "" } }
+    /// What the notifier wrote: the process's output, or the in-process service's log.
+    var notifierOutput: String {
+        process.withLock { $0?.output }
+            ?? logs.records.map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "\n")
+    }
 
     /// Starts a test peer script from Peers/ with `python`; returns it and the port it printed.
     func startPeer(
@@ -134,11 +159,49 @@ final class NotifierHarness: Sendable {
 
     var messages: [MQTTMessage] { received.messages }
 
-    /// Payloads of messages under the venue whose topic starts with `prefix` (after the venue).
+    /// Payloads of messages under the venue whose topic starts with `prefix` (after the venue),
+    /// leaving out the deadletters of ``waitUntilProcessed()``'s markers.
     func payloads(_ prefix: String) -> [JSONObject] {
         messages.filter { $0.topic.hasPrefix("\(root)/\(prefix)") }.compactMap {
             try? JSONParser.parse($0.payload).objectValue
+        }.filter { $0["topic"]?.stringValue?.hasPrefix(markerPrefix) != true }
+    }
+
+    private var markerPrefix: String { "\(root)/enter/_processed/" }
+    private let markers = Mutex(0)
+
+    /// Waits until the notifier has handled everything published so far (rules fired, outbox
+    /// rows committed): it handles its inbox in arrival order, and a malformed event published
+    /// now comes back on `deadletter/notifier` only after everything before it.
+    func waitUntilProcessed() async throws {
+        let topic = markerPrefix + "\(markers.withLock { $0 += 1; return $0 })"
+        try await publisher.publish(topic, "not an event", qos: .atLeastOnce)
+        try await waitFor("the notifier to reach \(topic)") {
+            self.messages.contains {
+                $0.topic == "\(self.root)/deadletter/notifier"
+                    && (try? JSONParser.parse($0.payload))?["topic"]?.stringValue == topic
+            }
         }
+    }
+
+    /// The outbox row of a notification (by its key, event id + ":" + rule id), read as the
+    /// notifier left it.
+    func outboxRow(_ key: String) throws -> (state: String, attempts: Int, nextAttempt: Date, created: Date)? {
+        let store = try NotifierStore(path: databasePath, readOnly: true)
+        return try store.database.row(
+            "SELECT state, attempts, next_attempt, created FROM outbox WHERE key = ?", key
+        ).map {
+            (
+                $0[0].string ?? "", $0[1].int ?? 0, Date(timeIntervalSince1970: $0[2].double ?? 0),
+                Date(timeIntervalSince1970: $0[3].double ?? 0)
+            )
+        }
+    }
+
+    /// How many outbox rows a rule made.
+    func outboxCount(rule: String) throws -> Int {
+        let store = try NotifierStore(path: databasePath, readOnly: true)
+        return try store.database.scalar("SELECT count(*) FROM outbox WHERE rule = ?", rule)?.int ?? 0
     }
 
     /// Waits until `condition` holds, or fails after `timeout` saying what the notifier wrote.
@@ -151,6 +214,10 @@ final class NotifierHarness: Sendable {
     }
 
     func stop() async {
+        if let task = inProcess.withLock({ $0 }) {
+            task.cancel()
+            _ = await task.result
+        }
         evaluator.withLock { child in
             if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
         }

@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNotifier
 import PerimeterTestSupport
 import Testing
 
@@ -38,7 +39,7 @@ struct NotifierServiceTests {
             for (subject, locale) in [("ann", "en_US"), ("bea", "de_DE"), ("kei", "ja_JP")] {
                 try await harness.publish("subjects/\(subject)/preferences", #"{"locale":"\#(locale)"}"#, retain: true)
             }
-            try await Task.sleep(for: .milliseconds(300))
+            try await harness.waitUntilProcessed()
             for subject in ["ann", "bea", "kei"] {
                 try await harness.publishEvent("enter", region: "cafe-1", subject: subject, t: t0)
             }
@@ -50,8 +51,12 @@ struct NotifierServiceTests {
             try await harness.publishEvent("enter", region: "bar", subject: "ann", t: t0 + 700)
             try await harness.publishEvent("enter", region: "hall", subject: "ann", t: t0 + 13 * 3600)  // 22:41
             try await harness.publishEvent("enter", region: "hall", subject: "ann", t: t0 + 3600)  // 10:41
+            // Everything is decided once the events are processed: no more than these will come.
+            try await harness.waitUntilProcessed()
+            for (rule, count) in [("pickup", 3), ("welcome", 1), ("coffee", 2), ("night", 1)] {
+                #expect(try harness.outboxCount(rule: rule) == count, "\(rule)")
+            }
             try await harness.waitFor("seven notifications") { harness.payloads("notifications/app/").count >= 7 }
-            try await Task.sleep(for: .milliseconds(500))
             let notes = harness.payloads("notifications/app/")
             func bodies(_ rule: String) -> [String] {
                 notes.filter { $0["rule"]?.stringValue == rule }.compactMap { $0["body"]?.stringValue }
@@ -73,21 +78,22 @@ struct NotifierServiceTests {
 
             // A live rule: retained rules/{rule}, then changed, then deleted.
             try await harness.publish("rules/live", rule("live", channel: "app", regions: "gallery"), retain: true)
-            try await Task.sleep(for: .milliseconds(300))
+            try await harness.waitUntilProcessed()
             try await harness.publishEvent("enter", region: "gallery", subject: "ann", t: t0 + 10)
             try await harness.waitFor("live rule fires") { !bodies2(harness, "live").isEmpty }
             try await harness.publish(
                 "rules/live",
                 #"{"id":"live","on":"enter","regions":"gallery","channels":["app"],"body":"changed {subject}"}"#,
                 retain: true)
-            try await Task.sleep(for: .milliseconds(300))
+            try await harness.waitUntilProcessed()
             try await harness.publishEvent("enter", region: "gallery", subject: "bea", t: t0 + 20)
             try await harness.waitFor("changed rule fires") { bodies2(harness, "live").contains("changed bea") }
             try await harness.publish("rules/live", "", retain: true)
-            try await Task.sleep(for: .milliseconds(300))
+            try await harness.waitUntilProcessed()
             try await harness.publishEvent("enter", region: "gallery", subject: "kei", t: t0 + 30)
-            try await Task.sleep(for: .milliseconds(800))
-            #expect(bodies2(harness, "live").count == 2, "a deleted rule fires no more")
+            try await harness.waitUntilProcessed()
+            #expect(try harness.outboxCount(rule: "live") == 2, "a deleted rule fires no more")
+            #expect(bodies2(harness, "live").count == 2)
 
             // A broken live rule and a broken event are dead-lettered with the reason.
             try await harness.publish("rules/bad", rule("bad", channel: "pager"), retain: false)
@@ -213,7 +219,9 @@ struct NotifierServiceTests {
                 Set(peerRecords(receiver).filter { $0["new"] == .bool(true) }.compactMap { $0["key"]?.stringValue })
                     .count == count
             }
-            try await Task.sleep(for: .milliseconds(500))
+            // Every row delivered (recorded after the receiver answered): no request is left to come.
+            let store = try NotifierStore(path: harness.databasePath, readOnly: true)
+            try await waitUntil("every row delivered") { try store.count(.delivered) == count }
             let records = peerRecords(receiver)
             var newCounts: [String: Int] = [:]
             for record in records where record["new"] == .bool(true) {

@@ -58,8 +58,13 @@ class Handler(BaseHTTPRequestHandler):
             parsed = json.loads(body)
         except Exception:
             parsed = None
-        print(json.dumps({"key": key, "attempt": self.headers.get("X-Perimeter-Attempt"), "status": status,
-                          "signature": signature, "new": new, "t": time.time(), "body": parsed}), flush=True)
+        line = json.dumps({"key": key, "attempt": self.headers.get("X-Perimeter-Attempt"), "status": status,
+                           "signature": signature, "new": new, "t": time.time(), "body": parsed})
+        # One write per record under the lock: print() writes the text and the newline apart, so
+        # two handler threads printing at once made one line of two records and lost both.
+        with lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
         reply = b'{"ok":true}' if status < 300 else b'{"ok":false}'
         self.send_response(status)
         for name, value in extra.items():
