@@ -298,6 +298,7 @@ final class EvaluatorRuntime {
         // Arrivals are journalled (and the processor woken) on the network thread; nothing is
         // queued on `client.messages` (a second copy of each message that nobody read).
         mqtt.inboundBufferSize = 0
+        arrivals = journal
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
         let server = try startHTTP(client)
         defer { server?.stop() }
@@ -456,10 +457,22 @@ final class EvaluatorRuntime {
         let now = clock.now
         for venue in venueIDs.sorted() {
             let clock = venueTime(venue, at: now)
-            try store.journal(
-                .tick, topic: venue, payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
+            _ = try inTurn {
+                try store.journal(
+                    .tick, topic: venue, payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
+            }
         }
     }
+
+    /// Runs a write of the processor's while the network thread is not journalling (see
+    /// ``ArrivalJournal/withProcessorTurn(_:)``); before the journal exists, at once.
+    private func inTurn<T>(_ body: () throws -> T) rethrows -> T {
+        guard let arrivals else { return try body() }
+        return try arrivals.withProcessorTurn(body)
+    }
+
+    /// The network thread's journal (set once connected).
+    private var arrivals: ArrivalJournal?
 
     /// What processing one journal row gave, before it is committed.
     private struct Processed {
@@ -501,27 +514,31 @@ final class EvaluatorRuntime {
             Self.coalesceRetained(&processed)
             let acknowledged = publisher?.takeAcknowledged() ?? OutboxPublisher.Acknowledged()
             let now = clock.now
-            let toPublish = try store.database.transaction {
-                var toPublish: [EvaluatorStore.OutboxRow] = []
-                for item in processed {
-                    if let venue = item.venue {
-                        for subject in item.erased {
-                            try store.erase(
-                                subject: subject, venue: venue, level: Topics.level(subject), through: item.row.seq)
+            let toPublish = try inTurn {
+                try store.database.transaction {
+                    var toPublish: [EvaluatorStore.OutboxRow] = []
+                    for item in processed {
+                        if let venue = item.venue {
+                            for subject in item.erased {
+                                try store.erase(
+                                    subject: subject, venue: venue, level: Topics.level(subject), through: item.row.seq)
+                            }
                         }
+                        toPublish += try store.commit(
+                            seq: item.row.seq, venue: item.venue, messages: item.messages, events: item.events, now: now
+                        )
+                        if item.forget { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", item.row.seq) }
                     }
-                    toPublish += try store.commit(
-                        seq: item.row.seq, venue: item.venue, messages: item.messages, events: item.events, now: now)
-                    if item.forget { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", item.row.seq) }
+                    try record(acknowledged)
+                    groupCommits += 1
+                    if Self.faultKillInGroupCommit > 0 && groupCommits >= Self.faultKillInGroupCommit && rows.count > 1
+                    {
+                        // Fault injection for the crash test: die with the group's writes done
+                        // and its COMMIT not yet made.
+                        kill(getpid(), SIGKILL)
+                    }
+                    return toPublish
                 }
-                try record(acknowledged)
-                groupCommits += 1
-                if Self.faultKillInGroupCommit > 0 && groupCommits >= Self.faultKillInGroupCommit && rows.count > 1 {
-                    // Fault injection for the crash test: die with the group's writes done
-                    // and its COMMIT not yet made.
-                    kill(getpid(), SIGKILL)
-                }
-                return toPublish
             }
             cursor = rows.last!.seq
             sinceSnapshot += rows.count
@@ -636,7 +653,7 @@ final class EvaluatorRuntime {
     /// Marks what the broker acknowledged since the last look (its own short transaction).
     private func recordAcknowledged() throws {
         guard let acknowledged = publisher?.takeAcknowledged(), !acknowledged.isEmpty else { return }
-        try store.database.transaction { try record(acknowledged) }
+        try inTurn { try store.database.transaction { try record(acknowledged) } }
     }
 
     /// Acknowledged rows are marked sent. A refusal (the broker's ACL) is final — retrying
