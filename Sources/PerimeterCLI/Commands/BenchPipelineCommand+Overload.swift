@@ -45,13 +45,17 @@ extension BenchPipelineCommand {
         var statsLag: Double?
         var statsDepth: Int?
         var statsSamples: Int
+        /// Observations/s the evaluator processed while the load was offered, by its own
+        /// stats (nil with fewer than two stats messages in the window): what it did, where
+        /// `processed` is what reached a subscriber through the saturated broker.
+        var evaluatorProcessed: Double?
         var rssMaxKB: Int
 
         var summary: String {
             let stats =
                 statsSamples == 0
                 ? "no evaluator stats message meanwhile (it publishes them between two drains of its queue)"
-                : "stats (\(statsSamples)): lagSeconds ≤ \(format(statsLag ?? .nan)), queueDepth ≤ \(statsDepth.map { "\($0)" } ?? "-")"
+                : "stats (\(statsSamples)): lagSeconds ≤ \(format(statsLag ?? .nan)), queueDepth ≤ \(statsDepth.map { "\($0)" } ?? "-"), evaluator processed \(evaluatorProcessed.map { rate($0) } ?? "-") obs/s while offered"
             let caughtUp =
                 caughtUpAfter.map { after in
                     "caught up \(format(after)) s after the offer ended (\(rate(overall ?? .nan)) obs/s overall)"
@@ -142,13 +146,25 @@ extension BenchPipelineCommand {
             maxBacklog = max(maxBacklog, sentBy - (step.through - first + 1))
         }
         let samples = context.watch.statsSamples(in: offerStart...(last ?? .now))
+        // The offer window on the wall clock the evaluator's stats are stamped with.
+        let nowInstant = ContinuousClock.now
+        let wallNow = Date()
+        let offerWall =
+            wallNow.addingTimeInterval(
+                -seconds(nowInstant - offerStart))...wallNow.addingTimeInterval(
+                -seconds(nowInstant - offerEnd))
+        let inOffer = samples.filter { $0.t.map(offerWall.contains) ?? false }.filter { $0.processedTotal != nil }
+        var evaluatorProcessed: Double?
+        if let a = inOffer.first, let b = inOffer.last, let ta = a.t, let tb = b.t, tb > ta {
+            evaluatorProcessed = Double(b.processedTotal! - a.processedTotal!) / tb.timeIntervalSince(ta)
+        }
         return OverloadFigures(
             factor: factor, asked: asked, offered: Double(count) / offerSeconds, publishers: paced.count,
             observations: count, processed: Double(processedThrough - first + 1) / offerSeconds,
             caughtUpAfter: last.map { seconds($0 - offerEnd) },
             overall: last.map { Double(count) / seconds($0 - offerStart) }, maxLag: maxLag, maxBacklog: maxBacklog,
             statsLag: samples.compactMap(\.lagSeconds).max(), statsDepth: samples.compactMap(\.queueDepth).max(),
-            statsSamples: samples.count, rssMaxKB: rssMax.withLock { $0 })
+            statsSamples: samples.count, evaluatorProcessed: evaluatorProcessed, rssMaxKB: rssMax.withLock { $0 })
     }
 
     /// Enough publishing connections for `rate`: each paced at no more than half of what one

@@ -356,7 +356,7 @@ struct BenchPipelineCommand: ParsableCommand {
         ]
         for figures in overloads {
             lines.append(
-                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, processed \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
+                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
             )
         }
         lines += [
@@ -676,6 +676,10 @@ final class EvaluatorWatch: Sendable {
         var at: ContinuousClock.Instant
         var lagSeconds: Double?
         var queueDepth: Int?
+        /// The evaluator's own time of the message, and the inbound messages it had processed by
+        /// then (the sum of `observationsIn`): its processing rate, whatever the broker delays.
+        var t: Date?
+        var processedTotal: Int?
     }
 
     let client: MQTTClient
@@ -710,9 +714,13 @@ final class EvaluatorWatch: Sendable {
             if message.topic == statsTopic {
                 let now = ContinuousClock.now
                 let fields = try? JSONParser.parse(message.payload)
+                let processed = fields?["observationsIn"]?.objectValue.map { counts in
+                    counts.reduce(0) { $0 + ($1.value.intValue ?? 0) }
+                }
                 let sample = StatsSample(
-                    at: now, lagSeconds: fields?["lagSeconds"]?.doubleValue, queueDepth: fields?["queueDepth"]?.intValue
-                )
+                    at: now, lagSeconds: fields?["lagSeconds"]?.doubleValue,
+                    queueDepth: fields?["queueDepth"]?.intValue,
+                    t: fields?["t"]?.stringValue.flatMap(Timestamp.parse), processedTotal: processed)
                 stats.withLock { $0 = message.payloadString }
                 samples.withLock { $0.append(sample) }
             }
