@@ -19,7 +19,7 @@ struct BenchPipelineTests {
             "null-3 (three QoS-1 messages per observation): 400 observations", "warm-up: 20 subjects known", "peak:",
             "observations/s", "events/s", "× relay (target ≥ 0.80:", "× null, ", "× null-3 (target ≥ 1.00 × null-3:",
             "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "overload 2×: asked", "overload 4×: asked",
-            "× peak, max lag", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
+            "× peak, evaluator processed", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
         }
