@@ -47,10 +47,11 @@ final class AgentOutbox {
         }
     }
 
-    /// The oldest `limit` messages, oldest first.
-    func oldest(_ limit: Int) throws -> [Row] {
-        try database.query("SELECT seq, topic, payload, qos, retain FROM outbox ORDER BY seq LIMIT ?", limit).map {
-            row in
+    /// The oldest `limit` messages after `seq`, oldest first.
+    func rows(after seq: Int64 = 0, limit: Int) throws -> [Row] {
+        try database.query(
+            "SELECT seq, topic, payload, qos, retain FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", seq, limit
+        ).map { row in
             Row(
                 seq: Int64(row[0].int ?? 0),
                 message: MQTTMessage(

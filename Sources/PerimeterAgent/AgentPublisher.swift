@@ -84,47 +84,75 @@ actor AgentPublisher {
         let outgoing = mqttMessages(messages)
         try outbox.append(outgoing)
         queued += outgoing.count
+        if !outgoing.isEmpty { wake.yield() }
     }
 
     var pending: Int { outbox.count }
 
-    /// Sends the outbox, oldest first, while connected; returns when cancelled.
+    /// Wakes the sender: new messages, a connection change, acknowledgements. Coalescing: one
+    /// pending wake is enough whatever happened meanwhile.
+    private let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+
+    /// Sends the outbox, oldest first, while connected; returns when cancelled or the client
+    /// closes. Rows go out through the pipeline's ``OutboxPublisher`` (acknowledgements
+    /// pipelined, at most a few batches out, so a broker that is gone for hours leaves the
+    /// backlog on disk, not in memory) and leave the outbox once acknowledged. It waits for a
+    /// wake instead of polling: an idle agent costs nothing.
     func runSender() async throws {
-        while !Task.isCancelled {
-            guard client.state.isConnected else {
-                try await Task.sleep(for: .milliseconds(50))
-                continue
+        let wake = wake
+        let publisher = OutboxPublisher(
+            client: client, maxUnacknowledged: max(1, configuration.batchSize) * 4, onAcknowledged: { wake.yield() })
+        let client = client
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await publisher.run() }
+            group.addTask {
+                for await _ in client.connectionStates() { wake.yield() }
             }
-            var rows = try outbox.oldest(configuration.batchSize)
-            if rows.count < configuration.batchSize && configuration.batchInterval > 0 && !rows.isEmpty {
-                try await Task.sleep(for: .milliseconds(Int(configuration.batchInterval * 1000)))
-                rows = try outbox.oldest(configuration.batchSize)
-            }
-            guard let last = rows.last else {
-                try await Task.sleep(for: .milliseconds(20))
-                continue
-            }
-            let outcomes: [MQTTError?]
-            do {
-                let receipt = try client.send(batch: rows.map(\.message))
-                outcomes = try await client.acknowledgements(receipt)
-            } catch let error as MQTTError {
-                if case .closed = error.kind { return }
-                // Not sent (e.g. the connection dropped between the check and the send): try again.
-                logger.debug("send failed, retrying", metadata: ["error": "\(error)"])
-                try await Task.sleep(for: .milliseconds(100))
-                continue
-            }
-            for (row, outcome) in zip(rows, outcomes) {
-                if let outcome {
-                    logger.warning(
-                        "the broker refused a message: set aside",
-                        metadata: ["mqtt.topic": .string(row.message.topic), "error": "\(outcome)"])
+            defer { group.cancelAll() }
+            /// The last row handed to the publisher: rows after it are still to send.
+            var handedThrough: Int64 = 0
+            wake.yield()
+            for await _ in wakes {
+                if Task.isCancelled { break }
+                try record(publisher.takeAcknowledged())
+                guard client.state.isConnected else {
+                    // libmosquitto resends what it holds after reconnecting; the rest waits here.
+                    continue
+                }
+                while true {
+                    var rows = try outbox.rows(after: handedThrough, limit: configuration.batchSize)
+                    if rows.count < configuration.batchSize && configuration.batchInterval > 0 && !rows.isEmpty {
+                        try await Task.sleep(for: .milliseconds(Int(configuration.batchInterval * 1000)))
+                        rows = try outbox.rows(after: handedThrough, limit: configuration.batchSize)
+                    }
+                    guard let last = rows.last else { break }
+                    do {
+                        try await publisher.send(
+                            rows.map { OutboxPublisher.Row(number: $0.seq, message: $0.message) })
+                    } catch let error as MQTTError {
+                        if case .closed = error.kind { return }
+                        // Not queued (the connection dropped meanwhile): the next wake tries again.
+                        logger.debug("send failed, retrying", metadata: ["error": "\(error)"])
+                        break
+                    }
+                    handedThrough = last.seq
+                    try record(publisher.takeAcknowledged())
                 }
             }
-            try outbox.remove(through: last.seq)
-            sent += rows.count
         }
+    }
+
+    /// Forgets acknowledged rows (in send order, so through the highest); a refusal by the
+    /// broker is said and set aside with them: resending would only repeat it.
+    private func record(_ acknowledged: OutboxPublisher.Acknowledged) throws {
+        for refusal in acknowledged.refused {
+            logger.warning(
+                "the broker refused a message: set aside",
+                metadata: ["mqtt.topic": .string(refusal.topic), "error": "\(refusal.error)"])
+        }
+        guard let highest = (acknowledged.sent + acknowledged.refused.map(\.number)).max() else { return }
+        try outbox.remove(through: highest)
+        sent += acknowledged.sent.count + acknowledged.refused.count
     }
 
     /// Publishes the retained online status on every (re)connection: after a lost connection
