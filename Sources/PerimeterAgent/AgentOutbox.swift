@@ -36,7 +36,7 @@ final class AgentOutbox {
     }
 
     /// Appends messages in order, in one transaction.
-    func append(_ messages: [MQTTMessage], at now: Date = Date()) throws {
+    func append(_ messages: [MQTTMessage], at now: Date) throws {
         guard !messages.isEmpty else { return }
         try database.transaction {
             for message in messages {

@@ -20,7 +20,10 @@ actor AgentPublisher {
     private(set) var sent = 0
     private(set) var filtered = 0
 
-    init(configuration: AgentConfiguration, logger: Logger) throws {
+    private let clock: any TimeSource
+
+    init(configuration: AgentConfiguration, logger: Logger, clock: any TimeSource) throws {
+        self.clock = clock
         self.configuration = configuration
         self.logger = logger
         topics = Topics(prefix: configuration.prefix, venue: configuration.venue)
@@ -82,7 +85,7 @@ actor AgentPublisher {
     /// Queues the messages (one transaction); the sender publishes them.
     func submit(_ messages: [AgentMessage]) throws {
         let outgoing = mqttMessages(messages)
-        try outbox.append(outgoing)
+        try outbox.append(outgoing, at: clock.now)
         queued += outgoing.count
         if !outgoing.isEmpty { wake.yield() }
     }
@@ -122,7 +125,7 @@ actor AgentPublisher {
                 while true {
                     var rows = try outbox.rows(after: handedThrough, limit: configuration.batchSize)
                     if rows.count < configuration.batchSize && configuration.batchInterval > 0 && !rows.isEmpty {
-                        try await Task.sleep(for: .milliseconds(Int(configuration.batchInterval * 1000)))
+                        try await clock.sleep(seconds: configuration.batchInterval)
                         rows = try outbox.rows(after: handedThrough, limit: configuration.batchSize)
                     }
                     guard let last = rows.last else { break }
@@ -172,7 +175,7 @@ actor AgentPublisher {
     }
 
     nonisolated func statusPayload(online: Bool) -> String {
-        var object: JSONObject = ["online": .bool(online), "t": .string(Timestamp.format(Date()))]
+        var object: JSONObject = ["online": .bool(online), "t": .string(Timestamp.format(clock.now))]
         if online {
             object["caps"] = .array(configuration.caps.map { .string($0) })
             object["mode"] = .string(configuration.mode)

@@ -20,11 +20,17 @@ public struct AgentService: Service {
     /// (observations then queue in the outbox while the client keeps trying).
     public var connectTimeout: Duration = .seconds(5)
     public var name: String { "agent" }
+    /// Where the agent's time comes from (queueing times, the status's `t`).
+    public let clock: any TimeSource
 
-    public init(configuration: AgentConfiguration, source: any AgentSource, logger: Logger) {
+    public init(
+        configuration: AgentConfiguration, source: any AgentSource, logger: Logger,
+        clock: any TimeSource = SystemTimeSource()
+    ) {
         self.configuration = configuration
         self.source = source
         self.logger = logger
+        self.clock = clock
     }
 
     /// The source the configuration names.
@@ -51,7 +57,7 @@ public struct AgentService: Service {
     }
 
     public func run() async throws {
-        let publisher = try AgentPublisher(configuration: configuration, logger: logger)
+        let publisher = try AgentPublisher(configuration: configuration, logger: logger, clock: clock)
         do {
             try await publisher.client.connect(timeout: connectTimeout)
         } catch let error as MQTTError {

@@ -264,7 +264,7 @@ final class EvaluatorRuntime {
     func run() async throws {
         try journalRegionFiles(failOnProblems: true)
         // Who serves the venues is settled before the main session subscribes anything.
-        let lease = try LeaseKeeper(configuration: configuration, logger: logger)
+        let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
         try await lease.start(wait: configuration.leaseWait)
         defer { Task { [lease] in await lease.stop() } }
         switch LeasePolicy.start(

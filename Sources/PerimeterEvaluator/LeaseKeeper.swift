@@ -18,7 +18,10 @@ final class LeaseKeeper: Sendable {
     let changed: AsyncStream<Void>
     private let listener = Mutex<Task<Void, Never>?>(nil)
 
-    init(configuration: EvaluatorConfiguration, logger: Logger) throws {
+    private let clock: any TimeSource
+
+    init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource) throws {
+        self.clock = clock
         var mqtt = configuration.broker.mqttConfiguration(clientID: configuration.broker.clientID + "-lease")
         mqtt.cleanStart = true
         client = try MQTTClient(mqtt)
@@ -66,7 +69,7 @@ final class LeaseKeeper: Sendable {
 
     /// Publishes this evaluator's leases on `venues` (retained).
     func claim(_ venues: [String], takenOver: Bool) async throws {
-        let lease = LeasePolicy.Lease(instance: me, takenOver: takenOver, since: Date())
+        let lease = LeasePolicy.Lease(instance: me, takenOver: takenOver, since: clock.now)
         for venue in venues.sorted() {
             try await client.publish(
                 Self.leaseTopic(prefix: prefix, venue: venue), lease.json.serialized(), qos: .atLeastOnce, retain: true)
