@@ -681,7 +681,8 @@ final class EvaluatorRuntime {
     private var eventArrivals: [Date] = []
 
     /// Publishes the retained picture as the database holds it (after a reconnect to a broker
-    /// that may have lost its retained store). Outbox rows still unsent follow it and win.
+    /// that may have lost its retained store). What was in flight when the connection broke is
+    /// resent by libmosquitto on reconnecting, before this, so the picture's newer values win.
     private func republishRetained() async throws {
         guard let publisher else { return }
         let picture = try store.retainedPicture()
@@ -697,7 +698,6 @@ final class EvaluatorRuntime {
         try await publisher.send(batch)
         metrics.add("perimeter_retained_republished_total", Double(picture.count))
         logger.notice("retained picture republished", metadata: ["topics": "\(picture.count)"])
-        try await publishUnsent()
     }
 
     private func declareMetrics() {
