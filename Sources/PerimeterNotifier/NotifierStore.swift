@@ -220,10 +220,18 @@ public final class NotifierStore {
             nextAttempt: Date(timeIntervalSince1970: row[11].double ?? 0))
     }
 
-    /// Pending rows due by `now`, oldest first, leaving out those in flight.
+    /// Pending rows due by `now`, earliest due first (then oldest), leaving out those in flight.
+    ///
+    /// Ordered as the `outbox_due` index is (its key, then the row number), so SQLite reads
+    /// only the rows it returns: ordered by number it sorted every due row, records included,
+    /// on each call — with a burst queued that was 40% of the notifier's time in reads
+    /// (`bench notifier`, perf).
     public func due(now: Date, excluding: Set<Int64>, limit: Int) throws -> [OutboxRow] {
         try database.query(
-            "SELECT \(Self.columns) FROM outbox WHERE state = 'pending' AND next_attempt <= ? ORDER BY number LIMIT ?",
+            """
+            SELECT \(Self.columns) FROM outbox WHERE state = 'pending' AND next_attempt <= ?
+            ORDER BY next_attempt, number LIMIT ?
+            """,
             now.timeIntervalSince1970, limit + excluding.count
         ).map(Self.outboxRow).filter { !excluding.contains($0.number) }.prefix(limit).map { $0 }
     }
