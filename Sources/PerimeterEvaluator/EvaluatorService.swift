@@ -20,6 +20,9 @@ public struct EvaluatorService: Service {
     public let logger: Logger
     /// Where the service's time comes from: arrival times, ticks, lag, stats, the standby window.
     public let clock: any TimeSource
+    /// How far the service has got: what it journalled last, what it has processed. Tests that
+    /// move a manual clock wait on it to know an input was taken before time moves on.
+    public let progress = EvaluatorProgress()
     public var name: String { "evaluator" }
 
     public init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
@@ -29,8 +32,30 @@ public struct EvaluatorService: Service {
     }
 
     public func run() async throws {
-        let runtime = try EvaluatorRuntime(configuration: configuration, logger: logger, clock: clock)
+        let runtime = try EvaluatorRuntime(
+            configuration: configuration, logger: logger, clock: clock, progress: progress)
         try await runtime.run()
+    }
+}
+
+/// How far an evaluator has got (see ``EvaluatorService/progress``).
+public final class EvaluatorProgress: Sendable {
+    /// The last journal row processed.
+    public let processed = Atomic<Int64>(0)
+    private let recent = Mutex<[(topic: String, seq: Int64)]>([])
+
+    public init() {}
+
+    func journalled(_ topic: String, seq: Int64) {
+        recent.withLock { recent in
+            recent.append((topic, seq))
+            if recent.count > 256 { recent.removeFirst(recent.count - 128) }
+        }
+    }
+
+    /// The journal row of the latest arrival on `topic` among the recent ones, if any.
+    public func journalRow(of topic: String) -> Int64? {
+        recent.withLock { $0.last { $0.topic == topic }?.seq }
     }
 }
 
@@ -104,7 +129,13 @@ final class EvaluatorRuntime {
         var deadletter: OutboundMessage?
     }
 
-    init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource) throws {
+    let progress: EvaluatorProgress
+
+    init(
+        configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource,
+        progress: EvaluatorProgress = EvaluatorProgress()
+    ) throws {
+        self.progress = progress
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -286,8 +317,9 @@ final class EvaluatorRuntime {
         let signalWork: @Sendable () -> Void = {
             if !workPending.exchange(true, ordering: .acquiringAndReleasing) { wake.yield(.work) }
         }
-        let journal = ArrivalJournal(logger: logger) { [clock] in
-            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+        let journal = ArrivalJournal(logger: logger) { [clock, progress] in
+            let seq = try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            progress.journalled($0.topic, seq: seq)
             signalWork()
         }
         var mqtt = configuration.broker.mqttConfiguration(
@@ -541,6 +573,7 @@ final class EvaluatorRuntime {
                 }
             }
             cursor = rows.last!.seq
+            progress.processed.store(cursor, ordering: .releasing)
             sinceSnapshot += rows.count
             stats.lastLag = now.timeIntervalSince(rows.last!.received)
             metrics.set("perimeter_lag_seconds", stats.lastLag)

@@ -1,9 +1,11 @@
 import Foundation
 import PerimeterCore
+import PerimeterEvaluator
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterTestSupport
 import Synchronization
+import Testing
 
 /// A real mosquitto on a free port, a real `perimeter evaluator` process, and an observer
 /// that records everything the venue's topics (and OwnTracks' event topics) carry.
@@ -72,12 +74,51 @@ final class EvaluatorHarness: Sendable {
         _ = try? await waitForEvaluatorExit()
     }
 
+    private let inProcess = Mutex<(task: Task<Void, any Error>, service: EvaluatorService)?>(nil)
+    private let logs = InMemoryLogHandler()
+
+    /// The manual clock of an evaluator started with ``startInProcess(clock:)``; nil otherwise.
+    var clock: ManualClock? {
+        inProcess.withLock { $0?.service.clock as? ManualClock }
+    }
+
+    /// Runs the evaluator in this process on `clock` (same configuration file as the process):
+    /// for timing rules, which the test then drives by advancing the clock.
+    func startInProcess(clock: ManualClock) async throws {
+        let configuration = try EvaluatorConfiguration.read(ConfigReader(filePath: configPath))
+        let service = EvaluatorService(
+            configuration: configuration, logger: logs.logger(label: "evaluator", level: .info), clock: clock)
+        inProcess.withLock { $0 = (Task { try await service.run() }, service) }
+        try await waitUntil("the in-process evaluator running", timeout: .seconds(60)) {
+            !self.logs.records(containing: "evaluator running").isEmpty
+        }
+    }
+
+    /// Waits until the in-process evaluator has journalled and processed everything published
+    /// before this call: a marker published after it comes back through the journal, then the
+    /// cursor passes it. Only then may a test move the clock.
+    func settle() async throws {
+        guard let service = inProcess.withLock({ $0?.service }) else { return }
+        let marker = "perimeter/v1/\(Self.venue)/obs/settle-\(UUID().uuidString.prefix(8))/gps"
+        try await publisher.publish(marker, "{}", qos: .atLeastOnce)
+        let row: Int64? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(1)) {
+            service.progress.journalRow(of: marker)
+        }
+        let seq = try #require(row, "the marker never reached the journal")
+        try await waitUntil("the evaluator past its marker", timeout: .seconds(60)) {
+            service.progress.processed.load(ordering: .acquiring) >= seq
+        }
+    }
+
     /// `kill -9` the evaluator.
     func killEvaluator() {
         process.withLock { $0?.kill(SIGKILL) }
     }
 
-    var evaluatorOutput: String { process.withLock { $0?.output ?? "" } }
+    var evaluatorOutput: String {
+        process.withLock { $0?.output }
+            ?? logs.records.map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "\n")
+    }
 
     /// Waits until the evaluator process has exited (e.g. killed by its own fault injection).
     func waitForEvaluatorExit(timeout: Duration = .seconds(60)) async throws -> Bool {
@@ -144,6 +185,10 @@ final class EvaluatorHarness: Sendable {
     func stop() async {
         process.withLock { child in
             if let child, child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
+        if let task = inProcess.withLock({ $0?.task }) {
+            task.cancel()
+            _ = await task.result
         }
         received.stop()
         await observer.disconnect()

@@ -16,14 +16,31 @@ struct PrivacyServiceTests {
         ["inUseGrace": 1, "heldMaxAge": 2, "defaultSessions": sessions]
     }
 
-    static func start(sessions: JSONValue = [["subjects": "*", "level": "always"]]) async throws -> EvaluatorHarness {
+    /// - Parameter clock: run the evaluator in this process on this manual clock (timing rules
+    ///   then move with ``pass(_:_:)``, not with real time); nil: a real process on real time.
+    static func start(
+        sessions: JSONValue = [["subjects": "*", "level": "always"]], clock: ManualClock? = nil
+    ) async throws -> EvaluatorHarness {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([hall, cafe, city]), venue: ["privacy": privacy(sessions: sessions)])
-        try await harness.startEvaluator()
+        if let clock { try await harness.startInProcess(clock: clock) } else { try await harness.startEvaluator() }
         return harness
     }
 
-    static func now() -> Double { Date().timeIntervalSince1970 }
+    static func now(_ harness: EvaluatorHarness) -> Double {
+        (harness.clock?.now ?? Date()).timeIntervalSince1970
+    }
+
+    /// Lets `seconds` pass: on the manual clock once the evaluator has taken every input so far,
+    /// else in real time.
+    static func pass(_ harness: EvaluatorHarness, _ seconds: Double) async throws {
+        if let clock = harness.clock {
+            try await harness.settle()
+            clock.advance(by: seconds)
+        } else {
+            try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+        }
+    }
 
     static func authorize(_ harness: EvaluatorHarness, _ subject: String, _ record: JSONValue) async throws {
         try await harness.publish(harness.topics.authorization(subject: subject), record, retain: true)
@@ -34,13 +51,13 @@ struct PrivacyServiceTests {
     static func use(_ harness: EvaluatorHarness, _ subject: String, _ inUse: Bool) async throws {
         try await harness.publish(
             "perimeter/v1/test/subjects/\(subject)/usage", ["inUse": .bool(inUse), "background": false])
-        try await Task.sleep(for: .milliseconds(150))
+        try await pass(harness, 0.15)
     }
 
     static func at(_ harness: EvaluatorHarness, _ subject: String, lat: Double, lon: Double = 2.336) async throws {
         try await harness.publish(
             harness.topics.gps(agent: subject),
-            ["t": .number(now()), "lat": .number(lat), "lon": .number(lon), "acc": 3])
+            ["t": .number(now(harness)), "lat": .number(lat), "lon": .number(lon), "acc": 3])
     }
 
     static func events(_ harness: EvaluatorHarness, _ subject: String) -> [String] {
@@ -58,16 +75,16 @@ struct PrivacyServiceTests {
         "provisional always: held, superseded, expired; the prompt once; an upgrade delivers held:true; a downgrade discards"
     )
     func provisionalAlways() async throws {
-        let harness = try await Self.start()
+        let harness = try await Self.start(clock: ManualClock(Date()))
         try await Self.authorize(harness, "ann", ["status": "provisionalAlways"])
         try await Self.use(harness, "ann", true)
         try await Self.at(harness, "ann", lat: 48.86)
         try await harness.waitFor("enter hall and city, in use") { _ in Self.events(harness, "ann").count == 2 }
         try await Self.use(harness, "ann", false)
-        try await Task.sleep(for: .milliseconds(1500))  // past the 1 s grace
+        try await Self.pass(harness, 1.5)  // past the 1 s grace
         try await Self.at(harness, "ann", lat: 48.86, lon: 2.40)  // exit hall: held
         try await harness.waitFor("held: 1") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 1 }
-        try await Task.sleep(for: .milliseconds(3000))  // the held exit expires (heldMaxAge 2 s)
+        try await Self.pass(harness, 3)  // the held exit expires (heldMaxAge 2 s) at the next tick
         try await harness.waitFor("expired: 0 held") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 0 }
         try await Self.at(harness, "ann", lat: 48.86)  // enter hall: held
         try await Self.at(harness, "ann", lat: 48.861)  // exit hall supersedes it; enter cafe: held
@@ -78,7 +95,7 @@ struct PrivacyServiceTests {
         try await Self.use(harness, "ann", false)
         try await Self.use(harness, "ann", true)
         try await harness.waitFor("the prompt") { messages in messages.contains { $0.topic.hasSuffix("/ann/prompt") } }
-        try await Task.sleep(for: .milliseconds(300))
+        try await harness.settle()
         #expect(harness.messages.filter { $0.topic.hasSuffix("/ann/prompt") }.count == 1)
         #expect(harness.messages.first { $0.topic.hasSuffix("/ann/prompt") }?.json?["request"] == "always")
         // The upgrade delivers what is held, marked, in order.
@@ -94,7 +111,7 @@ struct PrivacyServiceTests {
         try await harness.waitFor("bob held (hall, city)") { _ in Self.diagnostics(harness, "bob")?["heldEvents"] == 2 }
         try await Self.authorize(harness, "bob", ["status": "whenInUse"])
         try await harness.waitFor("bob discarded") { _ in Self.diagnostics(harness, "bob")?["heldEvents"] == 0 }
-        try await Task.sleep(for: .milliseconds(300))
+        try await harness.settle()
         #expect(Self.events(harness, "bob").isEmpty)
         #expect(Self.diagnostics(harness, "bob")?["insufficientlyInUse"] == true)
         await harness.stop()
@@ -102,18 +119,18 @@ struct PrivacyServiceTests {
 
     @Test("the in-use grace window; allow once reverting; undetermined subjects dropped at ingest")
     func inUseAndAllowOnce() async throws {
-        let harness = try await Self.start()
+        let harness = try await Self.start(clock: ManualClock(Date()))
         try await Self.authorize(harness, "dana", ["status": "whenInUse"])
         try await Self.use(harness, "dana", true)
         try await Self.use(harness, "dana", false)
         try await Self.at(harness, "dana", lat: 48.86)  // within the 1 s grace: delivered
         try await harness.waitFor("enter within the grace") { _ in Self.events(harness, "dana").count == 2 }
-        try await Task.sleep(for: .milliseconds(1500))
+        try await Self.pass(harness, 1.5)
         try await Self.at(harness, "dana", lat: 48.86, lon: 2.40)  // after it: not delivered, not held
         try await harness.waitFor("insufficiently in use") { _ in
             Self.diagnostics(harness, "dana")?["insufficientlyInUse"] == true
         }
-        try await Task.sleep(for: .milliseconds(300))
+        try await harness.settle()
         #expect(Set(Self.events(harness, "dana")) == ["enter hall", "enter city"])
         #expect(Self.diagnostics(harness, "dana")?["heldEvents"] == 0)
 
@@ -123,7 +140,8 @@ struct PrivacyServiceTests {
         try await Self.at(harness, "carl", lat: 48.86)
         try await harness.waitFor("carl enters") { _ in Self.events(harness, "carl").count == 2 }
         try await Self.use(harness, "carl", false)
-        try await harness.waitFor("carl's record reverts", timeout: .seconds(10)) { messages in
+        try await Self.pass(harness, 1.5)  // past the grace: the next tick reverts the record
+        try await harness.waitFor("carl's record reverts") { messages in
             messages.contains {
                 $0.topic == harness.topics.authorization(subject: "carl") && $0.json?["status"] == "notDetermined"
             }
@@ -133,6 +151,7 @@ struct PrivacyServiceTests {
         }
         // Now undetermined: observations are dropped at ingest, and counted.
         try await Self.at(harness, "carl", lat: 48.86, lon: 2.40)
+        try await Self.pass(harness, 1.1)  // the next stats message (statsInterval 1 s)
         try await harness.waitFor("the drop counted") { messages in
             messages.contains {
                 $0.topic.hasSuffix("/stats") && $0.json?["privacyDrops"]?["authorizationNotDetermined"] != nil
