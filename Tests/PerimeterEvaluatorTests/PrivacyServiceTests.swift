@@ -163,7 +163,7 @@ struct PrivacyServiceTests {
 
     @Test("reduced accuracy: fixes snapped, small regions give accuracyLimited; sessions layer")
     func reducedAccuracyAndSessions() async throws {
-        let harness = try await Self.start(sessions: [])
+        let harness = try await Self.start(sessions: [], clock: ManualClock(Date()))
         let root = "perimeter/v1/test/sessions"
         try await harness.publish("\(root)/guide/basic", ["subjects": "*", "level": "whenInUse"], retain: true)
         try await harness.publish(
@@ -186,9 +186,9 @@ struct PrivacyServiceTests {
             Self.events(harness, "fay").contains("enter hall")
         }
         try await harness.publish("\(root)/nav/1", text: "", retain: true)  // ends the full-accuracy session
-        try await Task.sleep(for: .milliseconds(300))
+        try await Self.pass(harness, 0.3)
         try await Self.at(harness, "fay", lat: 48.86, lon: 2.40)
-        try await Task.sleep(for: .milliseconds(500))
+        try await harness.settle()
         #expect(!Self.events(harness, "fay").contains("exit hall"), "only the when-in-use session is left")
         #expect(Self.diagnostics(harness, "fay")?["serviceSessionRequired"] == false)
         try await harness.publish("\(root)/guide/basic", text: "", retain: true)
