@@ -24,19 +24,7 @@ struct EvaluatorPipelineTests {
         #expect(try await harness.waitForEvaluatorExit(), "the fault injection never fired")
         try await harness.startEvaluator()
         let expected = EvaluatorServiceTests.expectedTransitions(regions: regions, points: points, subject: "car")
-        try await harness.waitFor("every expected transition", timeout: .seconds(60)) { _ in
-            Set(harness.transitions.compactMap { $0["id"]?.stringValue }).isSuperset(of: expected.map(\.id))
-        }
-        // Nothing invented: a marker published after the last fix comes back only after every
-        // event the fixes caused (one subject's events are in order), so nothing can follow.
-        try await harness.publish(harness.topics.gps(agent: "marker"), EvaluatorServiceTests.fix(points[25]))
-        try await harness.waitFor("the marker's enter") { $0.contains { $0.topic.hasSuffix("/enter/bend/marker") } }
-        let seen = harness.transitions.filter { $0["subject"] == "car" }
-        #expect(Set(seen.compactMap { $0["id"]?.stringValue }) == Set(expected.map(\.id)))
-        for id in Set(seen.compactMap { $0["id"]?.stringValue }) {
-            let copies = Set(seen.filter { $0["id"]?.stringValue == id }.map { JSONValue.object($0).serialized() })
-            #expect(copies.count == 1, "duplicates of \(id) differ: \(copies)")
-        }
+        _ = try await EvaluatorServiceTests.expectFaultFreeEvents(harness, expected: expected, marker: points[25])
         await harness.stop()
     }
 

@@ -27,6 +27,27 @@ struct EvaluatorServiceTests {
         ]
     }
 
+    /// After a crash and restart: waits for every expected transition of "car", then for a
+    /// marker published last (it comes back after anything the car caused), and checks that
+    /// nothing was invented or lost and that duplicates carry the same id and content.
+    /// Returns the car's transitions as seen.
+    static func expectFaultFreeEvents(
+        _ harness: EvaluatorHarness, expected: [RegionEvent], marker point: (t: Date, lat: Double, lon: Double)
+    ) async throws -> [JSONObject] {
+        try await harness.waitFor("every expected transition", timeout: .seconds(60)) { _ in
+            Set(harness.transitions.compactMap { $0["id"]?.stringValue }).isSuperset(of: expected.map(\.id))
+        }
+        try await harness.publish(harness.topics.gps(agent: "marker"), fix(point))
+        try await harness.waitFor("the marker's enter") { $0.contains { $0.topic.hasSuffix("/enter/bend/marker") } }
+        let seen = harness.transitions.filter { $0["subject"] == "car" }
+        #expect(Set(seen.compactMap { $0["id"]?.stringValue }) == Set(expected.map(\.id)))
+        for id in Set(seen.compactMap { $0["id"]?.stringValue }) {
+            let copies = Set(seen.filter { $0["id"]?.stringValue == id }.map { JSONValue.object($0).serialized() })
+            #expect(copies.count == 1, "duplicates of \(id) differ: \(copies)")
+        }
+        return seen
+    }
+
     /// What the pure engine says the track gives: the expected transitions, ids included.
     static func expectedTransitions(
         regions: JSONValue, points: [(t: Date, lat: Double, lon: Double)], subject: String
@@ -272,19 +293,7 @@ struct EvaluatorServiceTests {
             }
             if index == 70 { try await harness.startEvaluator() }
         }
-        try await harness.waitFor("every expected transition", timeout: .seconds(30)) { _ in
-            Set(harness.transitions.compactMap { $0["id"]?.stringValue }).isSuperset(of: expected.map(\.id))
-        }
-        // Nothing after them: a marker published last comes back after anything the car caused.
-        try await harness.publish(harness.topics.gps(agent: "marker"), Self.fix(points[25]))
-        try await harness.waitFor("the marker's enter") { $0.contains { $0.topic.hasSuffix("/enter/bend/marker") } }
-        let seen = harness.transitions.filter { $0["subject"] == "car" }
-        // Nothing invented, nothing lost; duplicates carry the same id and the same content.
-        #expect(Set(seen.compactMap { $0["id"]?.stringValue }) == Set(expected.map(\.id)))
-        for id in Set(seen.compactMap { $0["id"]?.stringValue }) {
-            let copies = Set(seen.filter { $0["id"]?.stringValue == id }.map { JSONValue.object($0).serialized() })
-            #expect(copies.count == 1, "duplicates of \(id) differ: \(copies)")
-        }
+        let seen = try await Self.expectFaultFreeEvents(harness, expected: expected, marker: points[25])
         if snapshotEvery != nil {
             #expect(harness.evaluatorOutput.contains("state restored from a snapshot"), "the restart used a snapshot")
         }
