@@ -110,6 +110,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let leaseWait = reader.double("evaluator.leaseWait", default: 1, range: 0...60)
         let standbyWindow = reader.double("evaluator.standbyWindow", default: 60, range: 1...86_400)
         let natsSafe = reader.bool("topics.natsSafe", default: false)
+        let maxClockSkew = reader.double("evaluator.maxClockSkew", default: 60, range: 0...86_400)
         let log = LogSettings.read(from: reader)
         if instance.isEmpty { reader.reject("evaluator.instance", "must not be empty") }
         if prefix.isEmpty || prefix.hasSuffix("/") || prefix.utf8.contains(where: { $0 == 0x2B || $0 == 0x23 }) {
@@ -119,7 +120,11 @@ public struct EvaluatorConfiguration: ServiceSettings {
         var venues: [Venue] = []
         let names = reader.venueIDs()
         for name in names {
-            if let venue = readVenue(name, reader) { venues.append(venue) }
+            if let problem = Topics.idProblem(name) { reader.reject("venues.\(name)", "the venue id: \(problem)") }
+            if var venue = readVenue(name, reader) {
+                venue.settings.trust.maxFutureSkew = maxClockSkew
+                venues.append(venue)
+            }
         }
         let served = Set(names)
         func adapter(_ key: String) -> String? {
@@ -130,6 +135,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
             return venue
         }
         let ownTracks = adapter("adapters.ownTracks")
+        let waypoints = reader.choice("adapters.ownTracksWaypoints", default: WaypointScope.own)
         let espresense = adapter("adapters.espresense")
         // One file may configure the whole venue: the other services' sections are theirs.
         for section in ["dashboard", "notifier", "channels"] { reader.claim(section) }
@@ -149,6 +155,9 @@ public struct EvaluatorConfiguration: ServiceSettings {
         configuration.role = role
         configuration.leaseWait = leaseWait
         configuration.standbyWindow = standbyWindow
+        for index in configuration.venues.indices where configuration.venues[index].settings.id == ownTracks {
+            configuration.venues[index].settings.trust.waypoints = waypoints
+        }
         if natsSafe { configuration.forbiddenIDCharacters = [".", " ", "*", ">", "\t"] }
         return configuration
     }
@@ -170,6 +179,9 @@ public struct EvaluatorConfiguration: ServiceSettings {
             staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
             privacy: privacy)
         settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)
+        if let reporters = reader.json("\(key).reporters") {
+            settings.trust.reporters = readReporters(reporters, key: "\(key).reporters", reader)
+        }
         return Venue(settings: settings, regionsPath: regions)
     }
 
@@ -214,6 +226,29 @@ public struct EvaluatorConfiguration: ServiceSettings {
         return settings
     }
 
+    /// `venues.{id}.reporters`: `{"phone-*": ["visitor-*"], "lora-gw": ["tracker-*"]}`, the
+    /// subjects each agent (pattern) may report besides itself (``ReporterRule``).
+    private static func readReporters(_ value: JSONValue, key: String, _ reader: ConfigReader) -> [ReporterRule] {
+        guard case .object(let object) = value else {
+            reader.reject(
+                key, "expected an object of agent pattern → [subject pattern], like {\"phone-*\": [\"visitor-*\"]}")
+            return []
+        }
+        var rules: [ReporterRule] = []
+        for (agent, subjects) in object {
+            let patterns = subjects.arrayValue?.compactMap(\.stringValue) ?? subjects.stringValue.map { [$0] }
+            guard let patterns, !patterns.isEmpty, patterns.count == (subjects.arrayValue?.count ?? 1) else {
+                reader.reject(key, "'\(agent)': expected a subject pattern or an array of them")
+                continue
+            }
+            switch ReporterRule.make(agent: agent, subjects: patterns) {
+            case .success(let rule): rules.append(rule)
+            case .failure(let error): reader.reject(key, "'\(agent)': \(error.field): \(error.message)")
+            }
+        }
+        return rules
+    }
+
     private static func readGateways(_ value: JSONValue, key: String, _ reader: ConfigReader) -> [Gateway] {
         guard case .array(let items) = value else {
             reader.reject(key, "expected an array of {id, lat, lon, floor?, zone?}")
@@ -224,6 +259,10 @@ public struct EvaluatorConfiguration: ServiceSettings {
             let at = "\(key)[\(index)]"
             guard case .object(let object) = item, let id = object["id"]?.stringValue, !id.isEmpty else {
                 reader.reject(key, "\(at): expected an object with a non-empty string \"id\"")
+                continue
+            }
+            if let problem = Topics.idProblem(id) {
+                reader.reject(key, "\(at): \(problem)")
                 continue
             }
             var position: GeoPoint?

@@ -99,9 +99,6 @@ final class EvaluatorRuntime {
     private var venues: [String: VenueEvaluator] = [:]
     private let topics: [String: Topics]
     private let venueIDs: Set<String>
-    /// Per venue: the latest observation time seen and when (wall clock) it was seen; ticks
-    /// run on this clock, so replayed tracks and live agents both see time pass as they do.
-    private var clocks: [String: (event: Date, wall: Date)] = [:]
     private var fileText: [String: String] = [:]
     private var fileRegionIDs: [String: Set<String>] = [:]
     private var cursor: Int64 = 0
@@ -113,13 +110,16 @@ final class EvaluatorRuntime {
     let metrics = Metrics()
 
     /// What a snapshot holds: every venue's state and what the runtime needs to apply rows
-    /// exactly as before (the regions files as last applied, the venue clocks).
+    /// exactly as before (the regions files as last applied).
     struct Snapshot: Codable {
         var venues: [String: VenueEvaluator.Snapshot]
         var fileText: [String: String]
         var fileRegionIDs: [String: Set<String>]
-        var clockEvents: [String: Date]
-        var clockWalls: [String: Date]
+        /// Written by versions whose venue clock was the latest observation time (moved on by
+        /// the wall time since it arrived); read only to report a clock a future-dated
+        /// observation had pushed ahead. Venue time is the service's clock now.
+        var clockEvents: [String: Date]?
+        var clockWalls: [String: Date]?
     }
 
     /// What one journal row produced.
@@ -177,9 +177,7 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
-            for (venue, event) in snapshot.clockEvents {
-                if let wall = snapshot.clockWalls[venue] { clocks[venue] = (event, wall) }
-            }
+            reportFutureClocks(snapshot)
             after = seq
             logger.info("state restored from a snapshot", metadata: ["seq": "\(seq)", "bytes": "\(data.count)"])
         }
@@ -201,8 +199,39 @@ final class EvaluatorRuntime {
 
     private var currentSnapshot: Snapshot {
         Snapshot(
-            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
-            clockEvents: clocks.mapValues(\.event), clockWalls: clocks.mapValues(\.wall))
+            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs)
+    }
+
+    /// Reports what a future-dated observation did to a database written by an older version:
+    /// a venue clock ahead of its wall clock (gone now: venue time is the service's clock),
+    /// and subjects whose tracks are dated ahead of now (they are reset, so that their
+    /// genuine observations are not refused as out of order from now on).
+    private func reportFutureClocks(_ snapshot: Snapshot) {
+        let now = clock.now
+        for venue in configuration.venues {
+            let id = venue.settings.id
+            let skew = venue.settings.trust.maxFutureSkew
+            if let event = snapshot.clockEvents?[id], let wall = snapshot.clockWalls?[id],
+                event.timeIntervalSince(wall) > skew
+            {
+                metrics.add("perimeter_clock_repairs_total", labels: ["venue": id, "what": "venueClock"])
+                logger.warning(
+                    "the venue clock had been moved ahead by a future-dated observation; venue time now follows the service's clock",
+                    metadata: [
+                        "venue": .string(id), "venueClock": .string(Timestamp.format(event)),
+                        "wall": .string(Timestamp.format(wall)),
+                    ])
+            }
+            guard venues[id] != nil else { continue }
+            let repaired = venues[id]!.resetTracks(datedAfter: now.addingTimeInterval(skew), at: now)
+            if !repaired.isEmpty {
+                metrics.add(
+                    "perimeter_clock_repairs_total", Double(repaired.count), labels: ["venue": id, "what": "subjects"])
+                logger.warning(
+                    "subjects whose last observation was dated in the future were reset (their states become unknown until they are observed again)",
+                    metadata: ["venue": .string(id), "subjects": "\(repaired.count)"])
+            }
+        }
     }
 
     /// Saves the whole state as of the cursor and drops the journal up to it, now (at start,
@@ -478,20 +507,14 @@ final class EvaluatorRuntime {
         return filters
     }
 
-    /// The venue's time at wall-clock `wall`: its latest observation time, moved on by the
-    /// wall-clock time since that observation arrived.
-    private func venueTime(_ venue: String, at wall: Date) -> Date {
-        clocks[venue].map { $0.event.addingTimeInterval(wall.timeIntervalSince($0.wall)) } ?? wall
-    }
-
-    /// Journals a tick for every venue; a tick that changes nothing is dropped again when processed.
+    /// Journals a tick for every venue, at the service's clock; a tick that changes nothing is
+    /// dropped again when processed.
     private func journalTicks() throws {
         let now = clock.now
         for venue in venueIDs.sorted() {
-            let clock = venueTime(venue, at: now)
             _ = try inTurn {
                 try store.journal(
-                    .tick, topic: venue, payload: Array(String(clock.timeIntervalSince1970).utf8), received: now)
+                    .tick, topic: venue, payload: Array(String(now.timeIntervalSince1970).utf8), received: now)
             }
         }
     }
@@ -737,6 +760,14 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_observations_total", .counter,
             help: "Inbound messages by venue and result (accepted, rejected, dropped by the privacy gate).")
+        metrics.declare(
+            "perimeter_inbound_rejected_total", .counter,
+            help: "Inbound messages refused, by venue and code (json, schema, range, sender, futureTime, tooLarge …).")
+        metrics.declare(
+            "perimeter_clock_repairs_total", .counter,
+            help:
+                "Clocks found ahead at start (a database written before future dates were refused), by what was repaired."
+        )
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
         metrics.declare(
@@ -845,10 +876,15 @@ final class EvaluatorRuntime {
         switch row.kind {
         case .tick:
             let venue = row.topic
-            guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), venues[venue] != nil else {
+            guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), seconds.isFinite,
+                venues[venue] != nil
+            else {
                 return Applied()
             }
-            return Applied(venue: venue, outputs: venues[venue]!.tick(now: Date(timeIntervalSince1970: seconds)))
+            // Ticks journalled by older versions carry the venue clock of then, which a
+            // future-dated observation could push ahead: never past the tick's own arrival.
+            let now = min(Date(timeIntervalSince1970: seconds), row.received)
+            return Applied(venue: venue, outputs: venues[venue]!.tick(now: now))
         case .regionsFile:
             let venue = row.topic
             guard venues[venue] != nil else { return Applied() }
@@ -875,8 +911,8 @@ final class EvaluatorRuntime {
             return Applied()
         }
         // Inputs without a time of their own (region changes, ESPresense) are dated on the
-        // venue's clock, so that they fall in order with the observations around them.
-        let receivedAt = venueTime(venue, at: row.received)
+        // service's clock when they arrived; so are the trust checks (future-dated input).
+        let receivedAt = row.received
         let inputs: [Inbound]
         do {
             inputs = try InboundDecoder.decode(
@@ -898,7 +934,7 @@ final class EvaluatorRuntime {
         }
         var outputs: [EvaluatorOutput] = []
         for input in inputs {
-            note(input, venue: venue, received: row.received)
+            note(input)
             switch venues[venue]!.handle(input, agent: Self.agent(of: route), receivedAt: receivedAt) {
             case .success(let produced): outputs += produced
             case .failure(let error):
@@ -922,20 +958,18 @@ final class EvaluatorRuntime {
         }
     }
 
-    /// Counts an input and moves the venue's clock.
-    private func note(_ input: Inbound, venue: String, received: Date) {
-        let t: Date?
+    /// Counts an input. (No input moves any clock: venue time is the service's clock.)
+    private func note(_ input: Inbound) {
         let kind: String
         switch input {
-        case .fix(let fix): (t, kind) = (fix.t, "gps")
-        case .beacons(let report): (t, kind) = (report.t, "ble")
-        case .tags(let report): (t, kind) = (report.t, "tags")
-        case .agentStatus: (t, kind) = (nil, "status")
-        case .regionUpsert, .regionRemove: (t, kind) = (nil, "region")
-        default: (t, kind) = (nil, "privacy")
+        case .fix: kind = "gps"
+        case .beacons: kind = "ble"
+        case .tags: kind = "tags"
+        case .agentStatus: kind = "status"
+        case .regionUpsert, .regionRemove: kind = "region"
+        default: kind = "privacy"
         }
         stats.observations[kind, default: 0] += 1
-        if let t, t > (clocks[venue]?.event ?? .distantPast) { clocks[venue] = (t, received) }
     }
 
     /// A message on one of our venue's topics that no route matches.
@@ -953,6 +987,7 @@ final class EvaluatorRuntime {
         let code = (error as? InboundError)?.code ?? "error"
         stats.rejects[code, default: 0] += 1
         metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "rejected"])
+        metrics.add("perimeter_inbound_rejected_total", labels: ["venue": venue, "code": code])
         let payload = String(decoding: row.payload.prefix(512), as: UTF8.self)
         let record: JSONValue = [
             "topic": .string(row.topic), "reason": .string("\(error)"), "code": .string(code),

@@ -30,7 +30,7 @@ struct EvaluatorPipelineTests {
 
     @Test("a broker restarted without persistence gets the retained picture back, equal to the evaluator's")
     func republishAfterBrokerLostItsStore() async throws {
-        let (regions, points) = try EvaluatorServiceTests.trackVenue()
+        let (regions, points) = try EvaluatorServiceTests.trackVenue(present: 59)
         let harness = try await EvaluatorHarness(regions: regions)
         try await harness.startEvaluator()
         // Stop halfway through the track: the car is inside 'bend' or past it, 'hill' ahead.

@@ -9,8 +9,17 @@ import Testing
 @Suite("Region evaluator service", .serialized)
 struct EvaluatorServiceTests {
     /// Two 40 m circles on the Višnjan track: around its 26th and its 76th point.
-    static func trackVenue() throws -> (regions: JSONValue, points: [(t: Date, lat: Double, lon: Double)]) {
-        let points = try Track.visnjan()
+    /// The Višnjan car track with two circles on it. Its times are moved so that point
+    /// `present` (default: the last) is now: the evaluator's venue time is its own clock, and a
+    /// track left in 2020 would go stale at its first tick.
+    static func trackVenue(
+        present: Int? = nil
+    ) throws -> (
+        regions: JSONValue, points: [(t: Date, lat: Double, lon: Double)]
+    ) {
+        let recorded = try Track.visnjan()
+        let shift = Date().timeIntervalSince(recorded[present ?? recorded.count - 1].t)
+        let points = recorded.map { (t: $0.t.addingTimeInterval(shift), lat: $0.lat, lon: $0.lon) }
         let first = points[25]
         let second = points[75]
         let regions = Venue.collection([

@@ -460,6 +460,23 @@ public struct BeaconEngine: Sendable {
 
     /// Forgets a subject: its beacons and states go (each state reads `unmonitored`); its
     /// sequence numbers are kept, so ids are never reused.
+    /// Scanner subjects whose last report is dated after `t`, sorted.
+    public func subjects(reportedAfter t: Date) -> [String] {
+        let time = t.timeIntervalSinceReferenceDate
+        return scanners.filter { $0.lastReport > time }.map(\.id).sorted()
+    }
+
+    /// Forgets `subject` (``forget(subject:at:reason:)``) and its report times, so that its
+    /// next report is not refused as out of order behind a time that lay in the future.
+    public mutating func reset(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        let events = forget(subject: subject, at: t, reason: reason)
+        if let index = scannerByID[subject] {
+            scanners[index].lastReport = -Double.infinity
+            scanners[index].lastRanging = -Double.infinity
+        }
+        return events
+    }
+
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
         guard let index = scannerByID[subject] else { return [] }
         var events: [RegionEvent] = []

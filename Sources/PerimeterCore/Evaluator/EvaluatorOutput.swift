@@ -30,6 +30,9 @@ public enum EvaluatorOutput: Sendable, Hashable {
     /// (privacy rule 10): published on `self/{event}/{region}/{subject}`, which only the
     /// notifier's account may read.
     case selfNotification(RegionEvent)
+    /// A region an OwnTracks waypoint became, as a GeoJSON Feature (retained on
+    /// `waypoints/{region}`); nil when it was deleted (the retained topic is cleared).
+    case waypoint(region: String, JSONValue?)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -141,6 +144,10 @@ extension EvaluatorOutput {
         case .authorization(let subject, let record):
             return OutboundMessage(
                 topic: topics.authorization(subject: subject), payload: Array(record.json.serialized().utf8), qos: 1,
+                retain: true)
+        case .waypoint(let region, let feature):
+            return OutboundMessage(
+                topic: topics.waypoint(region), payload: feature.map { Array($0.serialized().utf8) } ?? [], qos: 1,
                 retain: true)
         case .privacyDrop, .erased, .shown:
             return nil

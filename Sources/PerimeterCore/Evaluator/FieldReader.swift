@@ -109,7 +109,7 @@ struct FieldReader {
         return string
     }
 
-    /// An id that can be a topic level as it is: not empty, no `/`, `+` or `#`.
+    /// An id that can be a topic level as it is: an id (``Topics/idProblem(_:)``) with no `/`, `+` or `#`.
     func topicSafeID(_ key: String) throws(InboundError) -> String? {
         guard let string = try string(key) else { return nil }
         if let problem = Self.topicSafetyProblem(string) { throw schema(key, problem) }
@@ -118,7 +118,7 @@ struct FieldReader {
 
     /// Why an id cannot stand in a topic level unencoded, nil when it can.
     static func topicSafetyProblem(_ id: String) -> String? {
-        if id.isEmpty { return "the id is empty" }
+        if let problem = Topics.idProblem(id) { return problem }
         if let bad = Topics.separator(in: id) {
             return "the id '\(id)' holds '\(bad)', which topic levels cannot carry"
         }

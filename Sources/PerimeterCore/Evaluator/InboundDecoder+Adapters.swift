@@ -135,6 +135,11 @@ extension InboundDecoder {
         return "owntracks:\(escape(user)):\(escape(device))"
     }
 
+    /// What every subject of an OwnTracks user's devices starts with: `owntracks:{user}:`.
+    public static func ownTracksSubjectPrefix(user: String) -> String {
+        ownTracksSubject(user: user, device: "")
+    }
+
     /// The (user, device) behind an OwnTracks subject, or nil for any other subject.
     public static func ownTracksDevice(of subject: String) -> (user: String, device: String)? {
         let parts = subject.split(separator: ":", omittingEmptySubsequences: false)

@@ -173,8 +173,11 @@ public enum InboundDecoder {
         case .admin(_, _, let subject): ids = [("subject", subject)]
         case .echo: ids = []
         }
-        for (name, id) in ids where id.isEmpty {
-            throw InboundError(code: "topic", "the topic's \(name) level is empty")
+        for (name, id) in ids {
+            if id.isEmpty { throw InboundError(code: "topic", "the topic's \(name) level is empty") }
+            if let problem = Topics.idProblem(id) {
+                throw InboundError(code: "id", field: name, "the topic's \(name) level: \(problem)")
+            }
         }
     }
 

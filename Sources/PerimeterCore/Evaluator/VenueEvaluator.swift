@@ -14,6 +14,8 @@ public struct VenueSettings: Sendable {
     /// The privacy gate's settings (defaults: people notDetermined, no sessions: nothing flows
     /// until subjects authorize and consumers declare sessions).
     public var privacy: PrivacySettings
+    /// Who may report whom, and how far in the future an observation may be dated.
+    public var trust = TrustPolicy()
 
     public init(
         id: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!, locale: String = "en_US",
@@ -154,6 +156,9 @@ public struct VenueEvaluator: Sendable {
     ) -> Result<
         [EvaluatorOutput], InboundError
     > {
+        if let refusal = settings.trust.refusal(of: input, agent: agent, receivedAt: receivedAt) {
+            return .failure(refusal)
+        }
         switch input {
         case .fix(var fix):
             if let drop = dropped(fix.subject) { return .success([drop]) }
@@ -204,6 +209,23 @@ public struct VenueEvaluator: Sendable {
                 offline[status.agent] = status.t ?? receivedAt
             }
             return .success([])
+        case .regionUpsert(let region) where agent != nil:
+            // Only the OwnTracks adapter turns an agent's message into a region: a waypoint.
+            guard let user = agent.flatMap(InboundDecoder.ownTracksDevice(of:))?.user,
+                let scoped = settings.trust.waypoint(region, user: user)
+            else {
+                return .failure(
+                    InboundError(
+                        code: "waypoint",
+                        "waypoint '\(region.id)' is not turned into a region (adapters.ownTracksWaypoints: \(settings.trust.waypoints.rawValue)\(region.isGeographic ? "" : "; beacon waypoints are ranged on the phone"))"
+                    ))
+            }
+            if let old = regions[scoped.id], old.properties["owntracks"]?["user"]?.stringValue != user {
+                return .failure(
+                    InboundError(
+                        code: "waypoint", "region '\(scoped.id)' exists and is not this user's waypoint; not replaced"))
+            }
+            return .success(upsert(scoped, at: receivedAt) + [.waypoint(region: scoped.id, scoped.feature)])
         case .regionUpsert(let region):
             return .success(upsert(region, at: receivedAt))
         case .regionRemove(let id):
@@ -251,6 +273,19 @@ public struct VenueEvaluator: Sendable {
         privacy.erase(subject)
         outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
         return outputs
+    }
+
+    /// Resets subjects whose last observation is dated after `limit` (written before future
+    /// dates were refused): the engines forget them (`unmonitored`, reason `clockRepair`), so
+    /// that their genuine observations are no longer refused as out of order.
+    /// - Returns: the subjects reset.
+    public mutating func resetTracks(datedAfter limit: Date, at t: Date) -> [String] {
+        let subjects = Set(geofences.subjects(observedAfter: limit) + beacons.subjects(reportedAfter: limit))
+        for subject in subjects.sorted() {
+            _ = geofences.forget(subject: subject, at: t, reason: "clockRepair")
+            _ = beacons.reset(subject: subject, at: t, reason: "clockRepair")
+        }
+        return subjects.sorted()
     }
 
     /// Everything the evaluator holds about a subject (`perimeter subjects show`).
@@ -391,8 +426,9 @@ public struct VenueEvaluator: Sendable {
 
     /// Removes a region: its subjects get `unmonitored` (not exit), its occupancy goes to 0.
     public mutating func remove(regionID: String, at t: Date) -> [EvaluatorOutput] {
-        guard regions.removeValue(forKey: regionID) != nil else { return [] }
+        guard let removed = regions.removeValue(forKey: regionID) else { return [] }
         var outputs = publish(geofences.remove(regionID: regionID, at: t))
+        if removed.properties["owntracks"] != nil { outputs.append(.waypoint(region: regionID, nil)) }
         outputs += publish(beacons.remove(regionID: regionID, at: t))
         inside[regionID] = nil
         let counted = outputs.contains { output in

@@ -156,6 +156,7 @@ public struct GeofenceEngine: Sendable {
 
         for id in candidates.keys.sorted() {
             let region = candidates[id]!
+            guard region.region.applies(to: fix.subject) else { continue }
             var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0)
             let isNew = track.memberships[id] == nil
             let context = context(region.region, fix.subject)
@@ -318,6 +319,11 @@ public struct GeofenceEngine: Sendable {
 
     /// Forgets a subject (it may no longer be observed, or is erased): every state it had
     /// reads `unmonitored`. Sequence numbers are kept, so ids are never reused.
+    /// Subjects whose last fix is dated after `t`, sorted (a clock that ran ahead, repaired at start).
+    public func subjects(observedAfter t: Date) -> [String] {
+        subjects.filter { ($0.value.lastTime ?? .distantPast) > t }.map(\.key).sorted()
+    }
+
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
         guard let track = subjects.removeValue(forKey: subject) else { return [] }
         var events: [RegionEvent] = []

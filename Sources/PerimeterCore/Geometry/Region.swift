@@ -41,6 +41,14 @@ public struct Region: Sendable, Hashable, Codable, Identifiable {
     public var idInFeature: Bool
     /// Whether the geometry was a MultiPolygon (kept for export even with one polygon).
     public var isMultiPolygon: Bool = false
+    /// When set, the region applies only to subjects whose id starts with it
+    /// (`properties.subjectPrefix`; an OwnTracks user's own waypoints: `owntracks:{user}:`).
+    public var subjectPrefix: String?
+
+    /// Whether the region is monitored for `subject` at all.
+    public func applies(to subject: String) -> Bool {
+        subjectPrefix.map { subject.hasPrefix($0) } ?? true
+    }
 
     public init(
         id: String, shape: Shape, name: String? = nil, notifyOnEntry: Bool = true, notifyOnExit: Bool = true,

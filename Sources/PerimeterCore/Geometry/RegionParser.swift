@@ -144,7 +144,7 @@ public enum RegionParser {
             }
         case let other?: problems.append("\"id\" must be a string, got \(other.typeName)")
         }
-        if id?.isEmpty == true { problems.append("the id is empty") }
+        if let id, let problem = Topics.idProblem(id) { problems.append(problem) }
         if id == nil && problems.isEmpty {
             problems.append("no id: set the Feature's \"id\" or properties.id")
         }
@@ -164,6 +164,7 @@ public enum RegionParser {
         region.minAccuracy = reader.number("minAccuracy", minimum: 0, exclusive: true)
         region.floor = reader.integer("floor")
         region.schedule = reader.schedule("schedule")
+        region.subjectPrefix = reader.string("subjectPrefix")
         problems += reader.problems
 
         let regionProblems = problems.map { RegionProblem(regionID: id, feature: index, message: $0) }

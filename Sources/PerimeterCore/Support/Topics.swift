@@ -24,6 +24,32 @@ public struct Topics: Sendable, Hashable {
         text.utf8.first { $0 == 0x2F || $0 == 0x2B || $0 == 0x23 }.map { Character(UnicodeScalar($0)) }
     }
 
+    /// The longest id, in UTF-8 bytes, that Perimeter takes (a subject, agent, region, session).
+    public static let maxIDBytes = 256
+
+    /// Why `id` cannot be an id anywhere (topic levels, payloads, files), nil when it can: it
+    /// must not be empty, longer than ``maxIDBytes`` bytes, or hold a control character (C0,
+    /// DEL, C1). A NUL would be cut at the SQLite and topic boundary and name another subject;
+    /// the others break logs and topic filters. Separators are a topic level's own concern
+    /// (``level(_:)`` encodes them).
+    public static func idProblem(_ id: String) -> String? {
+        if id.isEmpty { return "the id is empty" }
+        if id.utf8.count > maxIDBytes {
+            return "the id is \(id.utf8.count) bytes long; at most \(maxIDBytes) are allowed"
+        }
+        if let bad = id.unicodeScalars.first(where: isControl) {
+            let code = String(bad.value, radix: 16, uppercase: true)
+            let shown = String(String.UnicodeScalarView(id.unicodeScalars.map { isControl($0) ? "\u{FFFD}" : $0 }))
+            return
+                "the id '\(shown)' holds the control character U+\(String(repeating: "0", count: max(0, 4 - code.count)))\(code), which ids cannot carry"
+        }
+        return nil
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
     /// An id as one topic level: `/`, `+`, `#` and `%` percent-encoded.
     ///
     /// Works on bytes, not characters: a `/` followed by a combining mark is one Swift
@@ -67,6 +93,8 @@ public struct Topics: Sendable, Hashable {
         "\(root)/state/\(Self.level(region))/\(Self.level(subject))"
     }
     public func occupancy(region: String) -> String { "\(root)/occupancy/\(Self.level(region))" }
+    /// A region an OwnTracks user's waypoint became (retained; cleared when it is deleted).
+    public func waypoint(_ region: String) -> String { "\(root)/waypoints/\(Self.level(region))" }
     public func deadletter(component: String) -> String { "\(root)/deadletter/\(component)" }
     public func ranging(region: String, subject: String) -> String {
         "\(root)/ranging/\(Self.level(region))/\(Self.level(subject))"

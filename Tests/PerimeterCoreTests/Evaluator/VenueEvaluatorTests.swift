@@ -43,14 +43,18 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
         case .erased(let subject, let regions): "erased \(subject) \(regions.joined(separator: ","))"
         case .shown(let subject, _): "shown \(subject)"
         case .selfNotification(let event): "self \(event.kind.rawValue) \(event.region) \(event.subject)"
+        case .waypoint(let region, let feature): "waypoint \(region) \(feature == nil ? "cleared" : "set")"
         }
     }
 }
 
 @Suite("Venue evaluator")
 struct VenueEvaluatorTests {
+    /// A venue where the agents `phone` and `agent` may report any subject (`venues.{id}.reporters`).
     static func evaluator(_ regions: [Region] = [hall, lobby], staleAfter: Double = 300) -> VenueEvaluator {
-        VenueEvaluator(settings: VenueSettings(id: "museum", staleAfter: staleAfter, privacy: .open), regions: regions)
+        var settings = VenueSettings(id: "museum", staleAfter: staleAfter, privacy: .open)
+        settings.trust.reporters = ["phone", "agent"].map { try! ReporterRule.make(agent: $0, subjects: ["*"]).get() }
+        return VenueEvaluator(settings: settings, regions: regions)
     }
 
     static func run(
@@ -69,19 +73,19 @@ struct VenueEvaluatorTests {
         var venue = Self.evaluator()
         let steps: [(Inbound, String, [String])] = [
             (
-                fix("v1", 0, inside), "a",
+                fix("v1", 0, inside), "v1",
                 ["state hall v1 inside", "occupancy hall 1", "enter hall v1", "place v1 hall gps"]
             ),
             (
-                fix("v2", 1, inside), "b",
+                fix("v2", 1, inside), "v2",
                 ["state hall v2 inside", "occupancy hall 2", "enter hall v2", "place v2 hall gps"]
             ),
             (
-                fix("v1", 2, outside), "a",
+                fix("v1", 2, outside), "v1",
                 ["state hall v1 outside", "occupancy hall 1", "exit hall v1", "place v1 none "]
             ),
             (
-                fix("v2", 3, outside), "b",
+                fix("v2", 3, outside), "v2",
                 ["state hall v2 outside", "occupancy hall 0", "exit hall v2", "place v2 none "]
             ),
         ]
