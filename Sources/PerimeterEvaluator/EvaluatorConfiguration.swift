@@ -179,9 +179,15 @@ public struct EvaluatorConfiguration: ServiceSettings {
             staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
             privacy: privacy)
         settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)
-        if let reporters = reader.json("\(key).reporters") {
-            settings.trust.reporters = readReporters(reporters, key: "\(key).reporters", reader)
+        // An object whose keys are agent patterns: read whole (from an override) or key by key.
+        let reportersKey = "\(key).reporters"
+        var reporters = reader.json(reportersKey)
+        if reporters == nil, !reader.children(of: reportersKey).isEmpty {
+            var object = JSONObject()
+            for agent in reader.children(of: reportersKey) { object[agent] = reader.json("\(reportersKey).\(agent)") }
+            reporters = .object(object)
         }
+        if let reporters { settings.trust.reporters = readReporters(reporters, key: reportersKey, reader) }
         return Venue(settings: settings, regionsPath: regions)
     }
 

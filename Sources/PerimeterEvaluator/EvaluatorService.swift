@@ -346,8 +346,19 @@ final class EvaluatorRuntime {
         let signalWork: @Sendable () -> Void = {
             if !workPending.exchange(true, ordering: .acquiringAndReleasing) { wake.yield(.work) }
         }
+        let limit = configuration.limits.maxPayloadBytes
+        let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
-            let seq = try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            if $0.topic == Self.brokerDroppedTopic {
+                Self.noteBrokerDropped($0.payload, metrics: metrics)
+                return
+            }
+            // Sizes are checked before anything is stored: an oversized payload leaves a stub.
+            let seq =
+                $0.payload.count > limit
+                ? try journalStore.journal(
+                    .oversized, topic: $0.topic, payload: Array(String($0.payload.count).utf8), received: clock.now)
+                : try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
             progress.journalled($0.topic, seq: seq)
             signalWork()
         }
@@ -356,6 +367,9 @@ final class EvaluatorRuntime {
             will: MQTTConfiguration.Will(
                 topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
+        // Announced in CONNECT (MQTT 5): the broker sends nothing larger. Between the payload
+        // limit and this, an arrival is journalled as a stub and dead-lettered.
+        mqtt.maximumPacketSize = UInt32(clamping: configuration.limits.maxPayloadBytes * 4 + 65_536)
         // Arrivals are journalled (and the processor woken) on the network thread; nothing is
         // queued on `client.messages` (a second copy of each message that nobody read).
         mqtt.inboundBufferSize = 0
@@ -374,6 +388,15 @@ final class EvaluatorRuntime {
         defer { patience.cancel() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
+        // Loss the evaluator can see: Mosquitto counts messages it dropped (queue limits). Other
+        // brokers may refuse `$SYS`; that is said once and costs nothing else.
+        do {
+            _ = try await client.subscribe(Self.brokerDroppedTopic, qos: .atMostOnce)
+        } catch {
+            logger.notice(
+                "the broker's dropped-message counter is not available; loss at the broker cannot be reported",
+                metadata: ["topic": .string(Self.brokerDroppedTopic), "error": "\(error)"])
+        }
         try await publishStatus(client)
         if publishing { try await lease.claim(Array(venueIDs), takenOver: false) }
         logger.info(
@@ -450,6 +473,20 @@ final class EvaluatorRuntime {
     }
 
     enum Wake { case work, tick, stats, reload, lease, reconnected }
+
+    /// Mosquitto's count of messages it dropped (queue limits, in-flight limits) since it started.
+    static let brokerDroppedTopic = "$SYS/broker/publish/messages/dropped"
+
+    /// Records the broker's dropped-message counter: the first value seen is the baseline;
+    /// growth after it is loss while this evaluator runs (health says `degraded`).
+    static func noteBrokerDropped(_ payload: [UInt8], metrics: Metrics) {
+        guard let count = Double(String(decoding: payload.prefix(32), as: UTF8.self)), count.isFinite, count >= 0
+        else { return }
+        let baseline = metrics.value("perimeter_broker_dropped_baseline") ?? count
+        metrics.set("perimeter_broker_dropped_baseline", min(baseline, count))
+        metrics.set("perimeter_broker_messages_dropped", count)
+        metrics.set("perimeter_broker_dropped_since_start", max(0, count - min(baseline, count)))
+    }
 
     /// The publishing stage (set once connected).
     private var publisher: OutboxPublisher?
@@ -768,6 +805,14 @@ final class EvaluatorRuntime {
             help:
                 "Clocks found ahead at start (a database written before future dates were refused), by what was repaired."
         )
+        metrics.declare(
+            "perimeter_broker_messages_dropped", .gauge,
+            help: "Messages the broker dropped since it started ($SYS/broker/publish/messages/dropped; Mosquitto).")
+        metrics.declare(
+            "perimeter_broker_dropped_since_start", .gauge,
+            help: "Messages the broker dropped while this evaluator ran: input may have been lost (health: degraded).")
+        metrics.declare(
+            "perimeter_broker_dropped_baseline", .gauge, help: "The broker's dropped count when first seen.")
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
         metrics.declare(
@@ -818,10 +863,18 @@ final class EvaluatorRuntime {
                 }
                 let lag = metrics.value("perimeter_lag_seconds") ?? 0
                 if lag > maxLag { problems.append("lag: \(lag) s > \(maxLag) s") }
+                var warnings: [String] = []
+                if let dropped = metrics.value("perimeter_broker_dropped_since_start"), dropped > 0 {
+                    warnings.append(
+                        "broker: \(Int(dropped)) messages dropped since this evaluator started (\(Self.brokerDroppedTopic)): a queue limit loses input"
+                    )
+                }
+                let status = !problems.isEmpty ? "unhealthy" : warnings.isEmpty ? "ok" : "degraded"
                 let body: JSONValue = [
-                    "status": .string(problems.isEmpty ? "ok" : "unhealthy"), "brokerConnected": .bool(connected),
+                    "status": .string(status), "brokerConnected": .bool(connected),
                     "databaseWritable": .bool(writable), "lagSeconds": .number(lag),
                     "problems": .array(problems.map(JSONValue.string)),
+                    "warnings": .array(warnings.map(JSONValue.string)),
                 ]
                 return HTTPServer.Response(
                     status: problems.isEmpty ? 200 : 503, contentType: "application/json",
@@ -885,6 +938,19 @@ final class EvaluatorRuntime {
             // future-dated observation could push ahead: never past the tick's own arrival.
             let now = min(Date(timeIntervalSince1970: seconds), row.received)
             return Applied(venue: venue, outputs: venues[venue]!.tick(now: now))
+        case .oversized:
+            guard let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs)
+            else { return unrouted(row) }
+            let venue =
+                route.venue ?? (route.isOwnTracks ? configuration.ownTracksVenue : configuration.espresenseVenue)
+            guard let venue, venues[venue] != nil else { return Applied() }
+            let size = String(decoding: row.payload, as: UTF8.self)
+            return reject(
+                row, venue: venue,
+                InboundError(
+                    code: "tooLarge",
+                    "the payload is \(size) bytes; the limit is \(configuration.limits.maxPayloadBytes) bytes (not stored)"
+                ))
         case .regionsFile:
             let venue = row.topic
             guard venues[venue] != nil else { return Applied() }
@@ -988,17 +1054,34 @@ final class EvaluatorRuntime {
         stats.rejects[code, default: 0] += 1
         metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "rejected"])
         metrics.add("perimeter_inbound_rejected_total", labels: ["venue": venue, "code": code])
-        let payload = String(decoding: row.payload.prefix(512), as: UTF8.self)
-        let record: JSONValue = [
-            "topic": .string(row.topic), "reason": .string("\(error)"), "code": .string(code),
-            "payload": .string(payload), "payloadBytes": .number(Double(row.payload.count)),
+        let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs)
+        let payloadBytes =
+            row.kind == .oversized ? Int(String(decoding: row.payload, as: UTF8.self)) ?? 0 : row.payload.count
+        let detailed =
+            row.kind == .arrival
+            && (route.map { venues[venue]?.deadLetterShowsDetail(route: $0, payload: row.payload) ?? false } ?? true)
+        var record: JSONObject = [
+            "topic": .string(row.topic), "code": .string(code), "payloadBytes": .number(Double(payloadBytes)),
             "t": .string(Timestamp.format(row.received)),
         ]
+        if detailed {
+            record["reason"] = .string("\(error)")
+            record["payload"] = .string(String(decoding: row.payload.prefix(512), as: UTF8.self))
+        } else {
+            // A subject the privacy gate refuses: no coordinates, no values, only what is wrong where.
+            let field = (error as? InboundError)?.field ?? ""
+            record["reason"] = .string(
+                "\(field.isEmpty ? "" : "\(field): ")\(code) (details withheld: the subject's observations are not shared)"
+            )
+            record["payload"] = .null
+            record["redacted"] = .bool(true)
+        }
         logger.debug("rejected", metadata: ["topic": .string(row.topic), "reason": .string("\(error)")])
         let topic = topics[venue]?.deadletter(component: "evaluator") ?? "\(configuration.prefix)/deadletter/evaluator"
         return Applied(
             venue: venue,
-            deadletter: OutboundMessage(topic: topic, payload: Array(record.serialized().utf8), qos: 1, retain: false))
+            deadletter: OutboundMessage(
+                topic: topic, payload: Array(JSONValue.object(record).serialized().utf8), qos: 1, retain: false))
     }
 }
 

@@ -22,6 +22,9 @@ public final class EvaluatorStore {
         case tick = 1
         /// A venue's regions file as read (topic: the venue; payload: the file's text).
         case regionsFile = 2
+        /// An MQTT message over the payload limit, kept as a stub (topic; payload: its size in
+        /// bytes, as text) so that it is dead-lettered without ever being stored whole.
+        case oversized = 3
     }
 
     public struct InboxRow: Sendable {

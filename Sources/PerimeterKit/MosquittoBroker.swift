@@ -124,6 +124,11 @@ public final class MosquittoBroker: Sendable {
             // The default of 1,000 silently drops QoS 1 messages for a subscriber that falls
             // behind (DESIGN.md §11); a pipeline under load needs far more headroom.
             "max_queued_messages 1000000",
+            // Bounded in bytes too (deploy/mosquitto.conf says why), and no packet over 1 MiB.
+            "max_queued_bytes 268435456",
+            "max_packet_size 1048576",
+            "persistent_client_expiration 7d",
+            "sys_interval 10",
             "max_inflight_messages 0",
             "set_tcp_nodelay true",
             "log_dest file \(logPath)",

@@ -441,6 +441,9 @@ final class ClientCore: @unchecked Sendable {
             _ = mosquitto_property_add_int32(
                 &properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiry)
         }
+        if isV5, let maximum = configuration.maximumPacketSize {
+            _ = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximum)
+        }
         // Connecting afresh each time (rather than mosquitto_reconnect) resends the CONNECT
         // properties; mosquitto_reconnect would drop the session expiry and lose the session.
         let endpoint = currentEndpoint

@@ -117,6 +117,9 @@ public struct MQTTConfiguration: Sendable, Hashable {
     public var maxInflight: Int
     /// QoS ≥ 1 messages the broker may have in flight towards this client (MQTT 5).
     public var receiveMaximum: Int = 1000
+    /// The largest packet this client accepts, announced in CONNECT (MQTT 5): the broker sends
+    /// nothing larger (it drops such a message for this client). Nil: no limit announced.
+    public var maximumPacketSize: UInt32?
 
     public init(
         host: String = "127.0.0.1", port: Int = 1883, clientID: String, keepAlive: Int = 30,

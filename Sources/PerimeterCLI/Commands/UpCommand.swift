@@ -137,6 +137,13 @@ struct UpCommand: ParsableCommand {
         defer { try? FileManager.default.removeItem(at: state) }
         var evaluatorBroker = broker
         evaluatorBroker.clientID = "\(broker.clientID)-evaluator"
+        var venueSettings = VenueSettings(
+            id: settings.venue, timeZone: TimeZone(identifier: venueFile.timeZone) ?? .gmt,
+            locale: venueFile.locale, currency: venueFile.currency,
+            pathLossExponent: venueFile.pathLossExponent, gateways: venueFile.gateways, privacy: .open)
+        // The simulated phone-N reports its visitor-N (docs/security.md: an agent speaks only
+        // for the subjects bound to it).
+        venueSettings.trust.reporters = [try ReporterRule.make(agent: "phone-*", subjects: ["visitor-*"]).get()]
         let evaluator = EvaluatorConfiguration(
             broker: evaluatorBroker, prefix: settings.prefix,
             databasePath: state.appendingPathComponent("evaluator.sqlite").path,
@@ -145,12 +152,7 @@ struct UpCommand: ParsableCommand {
                 // the README's tour) count as always, with one session for all; the simulated
                 // visitors publish their own records (denied, whenInUse with app sessions,
                 // provisional always), so the privacy gate drops, withholds and holds theirs.
-                .init(
-                    settings: VenueSettings(
-                        id: settings.venue, timeZone: TimeZone(identifier: venueFile.timeZone) ?? .gmt,
-                        locale: venueFile.locale, currency: venueFile.currency,
-                        pathLossExponent: venueFile.pathLossExponent, gateways: venueFile.gateways, privacy: .open),
-                    regionsPath: settings.regionsPath)
+                .init(settings: venueSettings, regionsPath: settings.regionsPath)
             ],
             ownTracksVenue: settings.venue, espresenseVenue: settings.venue, log: settings.log)
         services.append(EvaluatorService(configuration: evaluator, logger: logger))

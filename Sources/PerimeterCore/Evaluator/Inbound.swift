@@ -24,6 +24,12 @@ public enum InboundRoute: Sendable, Hashable {
     /// (`subjects/{s}/prompt`): seen because of the subscription, ignored.
     case echo(venue: String)
 
+    /// Whether this is the OwnTracks adapter's topic.
+    public var isOwnTracks: Bool {
+        if case .ownTracks = self { return true }
+        return false
+    }
+
     /// The venue the message is for; nil for adapter topics (the venue configured for the adapter).
     public var venue: String? {
         switch self {

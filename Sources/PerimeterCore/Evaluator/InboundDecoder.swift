@@ -386,7 +386,7 @@ public enum InboundDecoder {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["defaultPlace", "locale"])
         let place = try reader.string("defaultPlace")
-        if place?.isEmpty == true { throw reader.schema("defaultPlace", "the region id is empty") }
+        if let place, let problem = Topics.idProblem(place) { throw reader.schema("defaultPlace", problem) }
         return SubjectPreferences(defaultPlace: place, locale: try reader.string("locale"))
     }
 }

@@ -288,6 +288,32 @@ public struct VenueEvaluator: Sendable {
         return subjects.sorted()
     }
 
+    /// Whether a rejected message's payload and detailed reason may go on the dead-letter
+    /// topic, which consumers may read: only when every subject the message could be about is
+    /// one the privacy gate lets through. A refused subject's observation, one whose payload
+    /// cannot be read but names a subject, and a registered gateway's scan (its tags are
+    /// people) are reported without payload and values. Other topics (regions, privacy
+    /// records) carry no location and show in full.
+    public func deadLetterShowsDetail(route: InboundRoute, payload: [UInt8]) -> Bool {
+        var subjects: [String] = []
+        switch route {
+        case .gps(_, let agent), .status(_, let agent): subjects = [agent]
+        case .ble(_, let agent):
+            if beacons.isGateway(agent) { return false }
+            subjects = [agent]
+        case .ownTracks(let user, let device): subjects = [InboundDecoder.ownTracksSubject(user: user, device: device)]
+        case .espresense(let device, _):
+            subjects = [InboundDecoder.espresenseBeacon(device)?.canonical ?? "espresense:\(device)"]
+        default: return true
+        }
+        if let json = try? JSONParser.parse(payload) {
+            if let named = json["subject"]?.stringValue { subjects.append(named) }
+        } else if payload.count > 64 * 1024 || String(decoding: payload, as: UTF8.self).contains("subject") {
+            return false
+        }
+        return subjects.allSatisfy { privacy.refusal(of: $0) == nil }
+    }
+
     /// Everything the evaluator holds about a subject (`perimeter subjects show`).
     public func show(_ subject: String, at t: Date) -> EvaluatorOutput {
         var states = JSONObject()
