@@ -68,6 +68,10 @@ public struct EvaluatorConfiguration: ServiceSettings {
     /// `/`, `+`, `#`: on a NATS broker (`topics.natsSafe`) `.`, space, `*`, `>` and tabs,
     /// which NATS answers by closing the connection.
     public var forbiddenIDCharacters: Set<Character> = []
+    /// Seconds between snapshots at the latest (each prunes the journal), when anything arrived.
+    public var snapshotInterval: Double = 3600
+    /// Seconds refused outbox rows are kept for inspection.
+    public var refusedRetention: Double = 7 * 86_400
     public var log: LogSettings
 
     public init(
@@ -102,6 +106,8 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let tickInterval = reader.double("evaluator.tickInterval", default: 1, range: 0.05...60)
         let sessionExpiry = reader.int("evaluator.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let snapshotEvery = reader.int("evaluator.snapshotEvery", default: 50_000, range: 1...100_000_000)
+        let snapshotInterval = reader.double("evaluator.snapshotInterval", default: 3600, range: 1...86_400 * 7)
+        let refusedRetention = reader.double("evaluator.refusedRetention", default: 7 * 86_400, range: 0...86_400 * 365)
         let groupCommitRows = reader.int("evaluator.groupCommitRows", default: 1_024, range: 1...100_000)
         let maxUnacknowledged = reader.int("evaluator.maxUnacknowledged", default: 20_000, range: 100...1_000_000)
         let http = reader.hostPort("evaluator.http")
@@ -148,6 +154,8 @@ public struct EvaluatorConfiguration: ServiceSettings {
             limits: InboundDecoder.Limits(maxPayloadBytes: maxPayload, maxBatch: maxBatch),
             statsInterval: statsInterval, tickInterval: tickInterval, sessionExpiry: sessionExpiry, log: log)
         configuration.snapshotEvery = snapshotEvery
+        configuration.snapshotInterval = snapshotInterval
+        configuration.refusedRetention = refusedRetention
         configuration.groupCommitRows = groupCommitRows
         configuration.maxUnacknowledged = maxUnacknowledged
         configuration.http = http

@@ -242,6 +242,7 @@ final class EvaluatorRuntime {
         let data = try VenueEvaluator.snapshotEncoder().encode(currentSnapshot)
         try store.saveSnapshot(seq: cursor, data: Array(data), now: clock.now)
         sinceSnapshot = 0
+        lastSnapshotAt = clock.now
         logger.info(
             "snapshot taken",
             metadata: ["seq": "\(cursor)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)"])
@@ -262,6 +263,7 @@ final class EvaluatorRuntime {
         let writing = SnapshotWriting()
         snapshotWriting = writing
         sinceSnapshot = 0
+        lastSnapshotAt = now
         Thread.detachNewThread {
             defer { writing.done.store(true, ordering: .releasing) }
             let started = ContinuousClock.now
@@ -322,6 +324,7 @@ final class EvaluatorRuntime {
     private var publishing = true
 
     func run() async throws {
+        lastSnapshotAt = clock.now
         try journalRegionFiles(failOnProblems: true)
         // Who serves the venues is settled before the main session subscribes anything.
         let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
@@ -450,6 +453,7 @@ final class EvaluatorRuntime {
                 case .stats:
                     await publishStats(client, journal: journal)
                     if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
+                    try keepRetention()
                 case .reconnected:
                     if publishing { try await republishRetained() }
                 case .lease: try await followLease(lease, client)
@@ -473,6 +477,24 @@ final class EvaluatorRuntime {
     }
 
     enum Wake { case work, tick, stats, reload, lease, reconnected }
+
+    /// When the last snapshot (which prunes the journal up to it) was taken, on the service's clock.
+    private var lastSnapshotAt: Date?
+
+    /// The documented schedule (docs/operations.md, Retention): a snapshot at least every
+    /// `snapshotInterval` when anything was journalled since (so a quiet venue's journal does not
+    /// wait for `snapshotEvery` rows), and refused outbox rows deleted after `refusedRetention`.
+    /// Sent rows keep the last 10,000; erasure removes a subject's rows at once.
+    private func keepRetention() throws {
+        let now = clock.now
+        if sinceSnapshot > 0, let last = lastSnapshotAt, now.timeIntervalSince(last) >= configuration.snapshotInterval {
+            takeSnapshotInBackground()
+        }
+        let dropped = try inTurn { try store.dropRefused(before: now - configuration.refusedRetention) }
+        if dropped > 0 {
+            logger.info("refused outbox rows past their retention deleted", metadata: ["rows": "\(dropped)"])
+        }
+    }
 
     /// Mosquitto's count of messages it dropped (queue limits, in-flight limits) since it started.
     static let brokerDroppedTopic = "$SYS/broker/publish/messages/dropped"

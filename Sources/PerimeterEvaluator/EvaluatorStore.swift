@@ -277,6 +277,12 @@ public final class EvaluatorStore {
         }
     }
 
+    /// Retention of rows the broker refused: those committed before `date` are deleted.
+    @discardableResult
+    public func dropRefused(before date: Date) throws -> Int {
+        try database.run("DELETE FROM outbox WHERE sent = 2 AND created < ?", date.timeIntervalSince1970)
+    }
+
     /// A standby's pruning: unsent rows committed before `date` are dropped (the active
     /// published them). Returns how many.
     @discardableResult

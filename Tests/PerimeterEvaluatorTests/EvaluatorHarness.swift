@@ -26,9 +26,9 @@ final class EvaluatorHarness: Sendable {
     ///   - venue: extra `venues.test.*` settings (gateways, staleAfter …).
     init(
         regions: JSONValue, venue: JSONObject = JSONObject(), evaluator extra: JSONObject = JSONObject(),
-        adapters: Bool = false
+        adapters: Bool = false, brokerConfiguration: [String] = []
     ) async throws {
-        broker = try await TestBroker.start()
+        broker = try await TestBroker.start(extraConfiguration: brokerConfiguration)
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-eval-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let regionsPath = directory.appendingPathComponent("regions.geojson").path

@@ -1,6 +1,7 @@
 import Foundation
 import PerimeterCore
 import PerimeterEvaluator
+import PerimeterKit
 import PerimeterMQTT
 import PerimeterTestSupport
 import Testing
@@ -143,6 +144,64 @@ struct TrustBoundaryTests {
         #expect(!JSONValue.object(dora).serialized().contains("48.86"))
         #expect(!JSONValue.object(dora).serialized().contains("2.337"))
         #expect(JSONValue.object(eve).serialized().contains("48.8612"))
+        await harness.stop()
+    }
+
+    @Test("brokerLossIsReported: messages the broker drops (a queue limit) make /healthz say degraded")
+    func brokerLossIsReported() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Self.hall]), evaluator: ["http": "127.0.0.1:0"],
+            brokerConfiguration: ["max_queued_messages 5", "sys_interval 1"])
+        try await harness.startEvaluator()
+        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        #expect(try httpGet(port: port, path: "/healthz").body.contains(#""status":"ok""#))
+        // A parked session (subscribed, then gone) whose queue holds at most 5 messages.
+        var parkedConfiguration = harness.broker.clientConfiguration("parked", cleanStart: false)
+        parkedConfiguration.sessionExpiry = 3600
+        let parked = try MQTTClient(parkedConfiguration)
+        try await parked.connect(timeout: .seconds(5))
+        _ = try await parked.subscribe("perimeter/v1/test/obs/#", qos: .atLeastOnce)
+        await parked.disconnect()
+        for index in 0..<30 {
+            try await harness.publish(
+                harness.topics.gps(agent: "walker-\(index)"), Self.fix(Date(), Self.farAway))
+        }
+        var health = try httpGet(port: port, path: "/healthz")
+        for _ in 0..<300 where !health.body.contains(#""status":"degraded""#) {
+            try await Task.sleep(for: .milliseconds(100))
+            health = try httpGet(port: port, path: "/healthz")
+        }
+        #expect(health.status == 200)
+        #expect(health.body.contains(#""status":"degraded""#), "\(health.body)")
+        #expect(health.body.contains("messages dropped"))
+        let metrics = try httpGet(port: port, path: "/metrics").body
+        #expect(metrics.contains("perimeter_broker_dropped_since_start"))
+        await harness.stop()
+    }
+
+    @Test("journalRetention: a quiet venue's journal is pruned by a snapshot every snapshotInterval (manual clock)")
+    func journalRetention() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Self.hall]), evaluator: ["snapshotInterval": 60])
+        let clock = ManualClock(Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)))
+        try await harness.startInProcess(clock: clock)
+        for index in 0..<20 {
+            try await harness.publish(harness.topics.gps(agent: "walker-\(index)"), Self.fix(clock.now, Self.farAway))
+        }
+        try await harness.settle()
+        let store = try EvaluatorStore(path: harness.directory.appendingPathComponent("evaluator.sqlite").path)
+        let before = try store.journalLength()
+        #expect(before >= 20)
+        clock.advance(by: 30)
+        try await harness.settle()
+        clock.advance(by: 31)
+        let pruned = try await waitForValue(timeout: .seconds(30), every: .milliseconds(20)) {
+            let now = try store.journalLength()
+            return now < 5 ? now : nil
+        }
+        let left = try store.journalLength()
+        #expect(pruned != nil, "the journal still holds \(left) rows (had \(before))")
         await harness.stop()
     }
 
