@@ -145,7 +145,8 @@ extension BenchPipelineCommand {
             while sentBy < sent.count && sent[sentBy] <= step.at { sentBy += 1 }
             maxBacklog = max(maxBacklog, sentBy - (step.through - first + 1))
         }
-        let samples = context.watch.statsSamples(in: offerStart...(last ?? .now))
+        // No event at all in the window (everything lost or late) must not make an empty range.
+        let samples = context.watch.statsSamples(in: offerStart...max(offerStart, last ?? .now))
         // The offer window on the wall clock the evaluator's stats are stamped with.
         let nowInstant = ContinuousClock.now
         let wallNow = Date()

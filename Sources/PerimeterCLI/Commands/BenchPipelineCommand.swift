@@ -564,7 +564,7 @@ struct EvaluatorProcess: BenchChild {
             // fast as the broker takes them), so its times run ahead of the wall clock.
             "evaluator": [
                 "instance": .string(instance), "database": .string(databasePath), "statsInterval": 1, "leaseWait": 0,
-                "maxClockSkew": 86_400,
+                "maxClockSkew": .number(BenchPipelineOracle.maxClockSkew),
             ],
             "venues": .object(venueSettings),
             "log": ["level": "notice"],

@@ -149,7 +149,14 @@ struct BenchPipelineOracle {
     private var evaluator: VenueEvaluator
     private(set) var rejected = 0
 
+    /// Seconds event time may run ahead of the wall clock: the workload publishes reports
+    /// `interval` s apart in event time as fast as the broker takes them (the evaluator under
+    /// test is configured with the same `maxClockSkew`).
+    static let maxClockSkew: Double = 86_400
+
     init(settings: VenueSettings, regionsGeoJSON: String) {
+        var settings = settings
+        settings.trust.maxFutureSkew = Self.maxClockSkew
         evaluator = VenueEvaluator(settings: settings, regions: [])
         let regions = RegionParser.parse(text: regionsGeoJSON).regions
         _ = evaluator.reload(regions, previous: [], at: Date())
