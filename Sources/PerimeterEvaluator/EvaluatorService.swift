@@ -16,6 +16,9 @@ import Synchronization
 /// to the cursor is replayed to rebuild the engines, unacknowledged outbox rows are published
 /// again with their original event ids, and processing goes on.
 public struct EvaluatorService: Service {
+    /// Mosquitto's count of messages it dropped (queue limits, in-flight limits) since it started.
+    public static let brokerDroppedTopic = "$SYS/broker/publish/messages/dropped"
+
     public let configuration: EvaluatorConfiguration
     public let logger: Logger
     /// Where the service's time comes from: arrival times, ticks, lag, stats, the standby window.
@@ -352,7 +355,7 @@ final class EvaluatorRuntime {
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
-            if $0.topic == Self.brokerDroppedTopic {
+            if $0.topic == EvaluatorService.brokerDroppedTopic {
                 Self.noteBrokerDropped($0.payload, metrics: metrics)
                 return
             }
@@ -394,11 +397,11 @@ final class EvaluatorRuntime {
         // Loss the evaluator can see: Mosquitto counts messages it dropped (queue limits). Other
         // brokers may refuse `$SYS`; that is said once and costs nothing else.
         do {
-            _ = try await client.subscribe(Self.brokerDroppedTopic, qos: .atMostOnce)
+            _ = try await client.subscribe(EvaluatorService.brokerDroppedTopic, qos: .atMostOnce)
         } catch {
             logger.notice(
                 "the broker's dropped-message counter is not available; loss at the broker cannot be reported",
-                metadata: ["topic": .string(Self.brokerDroppedTopic), "error": "\(error)"])
+                metadata: ["topic": .string(EvaluatorService.brokerDroppedTopic), "error": "\(error)"])
         }
         try await publishStatus(client)
         if publishing { try await lease.claim(Array(venueIDs), takenOver: false) }
@@ -495,9 +498,6 @@ final class EvaluatorRuntime {
             logger.info("refused outbox rows past their retention deleted", metadata: ["rows": "\(dropped)"])
         }
     }
-
-    /// Mosquitto's count of messages it dropped (queue limits, in-flight limits) since it started.
-    static let brokerDroppedTopic = "$SYS/broker/publish/messages/dropped"
 
     /// Records the broker's dropped-message counter: the first value seen is the baseline;
     /// growth after it is loss while this evaluator runs (health says `degraded`).
@@ -888,7 +888,7 @@ final class EvaluatorRuntime {
                 var warnings: [String] = []
                 if let dropped = metrics.value("perimeter_broker_dropped_since_start"), dropped > 0 {
                     warnings.append(
-                        "broker: \(Int(dropped)) messages dropped since this evaluator started (\(Self.brokerDroppedTopic)): a queue limit loses input"
+                        "broker: \(Int(dropped)) messages dropped since this evaluator started (\(EvaluatorService.brokerDroppedTopic)): a queue limit loses input"
                     )
                 }
                 let status = !problems.isEmpty ? "unhealthy" : warnings.isEmpty ? "ok" : "degraded"

@@ -443,6 +443,7 @@ struct DoctorTests {
             "ok   broker 127.0.0.1:", "ok   ACL test: may read observations",
             "ok   ACL test: may write its dead-letter",
             "warn ACL test: anonymous access with no ACL", "ok   clock: ",
+            "ok   broker loss: no message dropped since the broker started",
         ] {
             #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
         }

@@ -186,6 +186,9 @@ struct DoctorCommand: ParsableCommand {
                 findings.ok("ACL \(venue): sessions are refused to this account")
             }
         }
+        // Loss at the broker: Mosquitto's dropped-message counter ($SYS, retained), read while
+        // the observations below are listened for.
+        let dropped = (try? await client.subscribe(EvaluatorService.brokerDroppedTopic, qos: .atMostOnce)) != nil
         // Clock skew: each observation's time against this machine's clock when it arrived,
         // until enough are seen.
         func skews() -> [Double] {
@@ -210,6 +213,27 @@ struct DoctorCommand: ParsableCommand {
             if abs(worst) > 5 { findings.warn(text + "; check NTP on the agents and here") } else { findings.ok(text) }
         } else {
             findings.warn("clock: no observation seen in \(listen) s; skew not measured")
+        }
+        checkBrokerLoss(subscribed: dropped, log.timed.map(\.message), findings)
+    }
+
+    /// Reports what the broker says it dropped since it started (queue and in-flight limits).
+    private func checkBrokerLoss(subscribed: Bool, _ messages: [MQTTMessage], _ findings: Findings) {
+        let topic = EvaluatorService.brokerDroppedTopic
+        guard subscribed, let last = messages.last(where: { $0.topic == topic }),
+            let count = Int(String(decoding: last.payload.prefix(32), as: UTF8.self))
+        else {
+            findings.warn(
+                "broker loss: \(topic) not readable (not Mosquitto, sys_interval 0, or the ACL); loss at the broker cannot be seen"
+            )
+            return
+        }
+        if count > 0 {
+            findings.warn(
+                "broker loss: the broker dropped \(count) messages since it started; raise max_queued_messages/max_queued_bytes or find the client that falls behind (deploy/mosquitto.conf, docs/security.md)"
+            )
+        } else {
+            findings.ok("broker loss: no message dropped since the broker started (\(topic))")
         }
     }
 }
