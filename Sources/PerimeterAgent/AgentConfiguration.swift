@@ -54,6 +54,9 @@ public struct AgentConfiguration: ServiceSettings {
         public var speed: Double = 1
         /// Seconds between points of a GPX track without times.
         public var interval: Double?
+        /// Publish the track's own times instead of the time each reading is sent (the
+        /// evaluator refuses times ahead of its clock and lets old ones go stale).
+        public var originalTimes = false
         public init() {}
     }
 
@@ -100,7 +103,9 @@ public struct AgentConfiguration: ServiceSettings {
     /// Reads and checks every setting; throws ``ConfigError`` listing all problems.
     public static func read(_ reader: ConfigReader) throws -> AgentConfiguration {
         let agent = reader.string("agent.id", default: "agent-1")
-        if agent.isEmpty || Topics.separator(in: agent) != nil {
+        if let problem = Topics.idProblem(agent) {
+            reader.reject("agent.id", problem)
+        } else if Topics.separator(in: agent) != nil {
             reader.reject("agent.id", "must be a non-empty topic level without '/', '+' or '#'")
         }
         let broker = BrokerSettings.read(from: reader, defaultClientID: "perimeter-agent-\(agent)")
@@ -114,6 +119,9 @@ public struct AgentConfiguration: ServiceSettings {
             venue: venue, source: source,
             databasePath: reader.string("agent.database", default: "perimeter-agent-\(agent).sqlite"))
         configuration.subject = reader.optionalString("agent.subject")
+        if let subject = configuration.subject, let problem = Topics.idProblem(subject) {
+            reader.reject("agent.subject", problem)
+        }
         let distance = reader.double("agent.distanceFilter", default: 0, range: 0...100_000)
         configuration.distanceFilter = distance > 0 ? distance : nil
         let accuracy = reader.double("agent.desiredAccuracy", default: 0, range: 0...100_000)
@@ -138,6 +146,7 @@ public struct AgentConfiguration: ServiceSettings {
             }
         }
         configuration.replay.speed = reader.double("replay.speed", default: 1, range: 0...1_000_000)
+        configuration.replay.originalTimes = reader.bool("replay.originalTimes", default: false)
         let interval = reader.double("replay.interval", default: 0, range: 0...86_400)
         configuration.replay.interval = interval > 0 ? interval : nil
         configuration.simulator.venuePath = reader.optionalString("simulator.venue")

@@ -36,16 +36,18 @@ public struct AgentService: Service {
     /// The source the configuration names.
     public static func makeSource(
         _ configuration: AgentConfiguration, logger: Logger,
-        progress: (@Sendable (Int, Int) -> Void)? = nil
+        progress: (@Sendable (Int, Int) -> Void)? = nil, clock: any TimeSource = SystemTimeSource()
     ) throws -> any AgentSource {
         switch configuration.source {
         case .gpsd:
             return GPSDSource(host: configuration.gpsd.host, port: configuration.gpsd.port, logger: logger)
         case .replay:
-            return try ReplaySource(
+            var source = try ReplaySource(
                 path: configuration.replay.file ?? "-", format: configuration.replay.format,
                 subject: configuration.subject, speed: configuration.replay.speed,
                 interval: configuration.replay.interval, logger: logger, progress: progress)
+            if !configuration.replay.originalTimes { source.dating = .sent { clock.now } }
+            return source
         case .simulator:
             let venue = try SimulatorSource.loadVenue(configuration.simulator.venuePath ?? "")
             return SimulatorSource(

@@ -2,8 +2,8 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 
-/// Replays a recorded track (GPX, CSV, JSON lines or NMEA) as live GPS readings with their
-/// original times, paced by the gaps between them divided by `speed` (0: no pacing).
+/// Replays a recorded track (GPX, CSV, JSON lines or NMEA) as live GPS readings, paced by the
+/// gaps between them divided by `speed` (0: no pacing), dated as ``dating`` says.
 public struct ReplaySource: AgentSource {
     public let path: String
     public let records: [TrackReader.Record]
@@ -12,6 +12,17 @@ public struct ReplaySource: AgentSource {
     public let progress: (@Sendable (Int, Int) -> Void)?
     /// How the source waits between points (tests record the waits instead of timing them).
     public var sleep: @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+
+    /// What time a reading carries.
+    public enum Dating: Sendable {
+        /// The track's own time (a dry run, or an evaluator told to accept it).
+        case original
+        /// When it is sent, on this clock: the evaluator's venue time is its own clock and it
+        /// refuses readings dated ahead of it, so a live replay is dated as it happens (at a
+        /// speed above 1 the track's durations shrink by that factor).
+        case sent(@Sendable () -> Date)
+    }
+    public var dating: Dating = .original
     public var name: String { "replay" }
 
     /// Reads the whole file up front, so that a bad file fails before anything is published.
@@ -52,6 +63,7 @@ public struct ReplaySource: AgentSource {
                 }
                 previous = fix.t
                 var reading = GPSReading(fix)
+                if case .sent(let now) = dating { reading.t = now() }
                 // The track reader needs a subject; an empty one means "the agent's own".
                 if fix.subject.isEmpty { reading.subject = nil }
                 try await emit([.gps(agent: nil, reading)])
