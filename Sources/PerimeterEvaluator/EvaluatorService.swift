@@ -69,6 +69,8 @@ struct EvaluatorStats {
     var observations: [String: Int] = [:]
     var events: [String: Int] = [:]
     var rejects: [String: Int] = [:]
+    /// Parts of accepted messages refused on their own (bad adverts), by code.
+    var refusedParts: [String: Int] = [:]
     var privacyDrops: [String: Int] = [:]
     var ignored = 0
     var published = 0
@@ -81,6 +83,7 @@ struct EvaluatorStats {
         return [
             "instance": .string(instance), "t": .string(Timestamp.format(now)),
             "observationsIn": object(observations), "eventsOut": object(events), "rejects": object(rejects),
+            "refusedParts": object(refusedParts),
             "privacyDrops": object(privacyDrops),
             "ignored": .number(Double(ignored)), "published": .number(Double(published)),
             "queueDepth": .number(Double(queueDepth)), "outboxUnsent": .number(Double(unsent)),
@@ -127,6 +130,8 @@ final class EvaluatorRuntime {
         var venue: String?
         var outputs: [EvaluatorOutput] = []
         var deadletter: OutboundMessage?
+        /// One per part of an accepted message refused on its own (a bad advert of a scan).
+        var partDeadletters: [OutboundMessage] = []
     }
 
     let progress: EvaluatorProgress
@@ -649,6 +654,7 @@ final class EvaluatorRuntime {
             item.messages += output.messages(topics: topics)
         }
         if let deadletter = applied.deadletter { item.messages.append(deadletter) }
+        item.messages += applied.partDeadletters
         return item
     }
 
@@ -738,6 +744,9 @@ final class EvaluatorRuntime {
             "perimeter_observations_total", .counter,
             help: "Inbound messages by venue and result (accepted, rejected, dropped by the privacy gate).")
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
+        metrics.declare(
+            "perimeter_parts_refused_total", .counter,
+            help: "Parts of accepted messages refused on their own (one bad advert of a scan), by venue and code.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
         metrics.declare(
             "perimeter_publish_refused_total", .counter,
@@ -877,13 +886,14 @@ final class EvaluatorRuntime {
         // Inputs without a time of their own (region changes, ESPresense) are dated on the
         // venue's clock, so that they fall in order with the observations around them.
         let receivedAt = venueTime(venue, at: row.received)
-        let inputs: [Inbound]
+        let decoded: InboundDecoder.Decoded
         do {
-            inputs = try InboundDecoder.decode(
+            decoded = try InboundDecoder.decode(
                 route, payload: row.payload, receivedAt: receivedAt, limits: configuration.limits)
         } catch {
             return reject(row, venue: venue, error)
         }
+        let inputs = decoded.inputs
         if !configuration.forbiddenIDCharacters.isEmpty {
             for input in inputs {
                 for id in input.topicIDs {
@@ -909,7 +919,9 @@ final class EvaluatorRuntime {
         }
         let dropped = outputs.contains { if case .privacyDrop = $0 { true } else { false } }
         if !dropped { metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "accepted"]) }
-        return Applied(venue: venue, outputs: outputs)
+        return Applied(
+            venue: venue, outputs: outputs,
+            partDeadletters: decoded.refused.map { refusePart(row, venue: venue, $0) })
     }
 
     /// The agent whose topic carried a message.
@@ -964,6 +976,31 @@ final class EvaluatorRuntime {
         return Applied(
             venue: venue,
             deadletter: OutboundMessage(topic: topic, payload: Array(record.serialized().utf8), qos: 1, retain: false))
+    }
+}
+
+extension EvaluatorRuntime {
+    /// The deadletter record for one part of an accepted message refused on its own (one bad
+    /// advert of a scan; the rest of the scan was used): `{topic, reason, code, part,
+    /// payloadBytes, t}`. The reason names the part (`adverts[1].data: …`). The payload is not
+    /// repeated: the message was used, and it may speak of a subject the privacy gate withholds.
+    func refusePart(
+        _ row: EvaluatorStore.InboxRow, venue: String, _ error: InboundError
+    ) -> OutboundMessage {
+        stats.refusedParts[error.code, default: 0] += 1
+        metrics.add("perimeter_parts_refused_total", labels: ["venue": venue, "code": error.code])
+        let part = error.field.prefix { $0 != "." }
+        let record: JSONObject = [
+            "topic": .string(row.topic), "reason": .string(error.description), "code": .string(error.code),
+            "part": .string(String(part)), "payloadBytes": .number(Double(row.payload.count)),
+            "t": .string(Timestamp.format(row.received)),
+        ]
+        logger.debug(
+            "part of a message refused; the rest was used",
+            metadata: ["topic": .string(row.topic), "reason": .string(error.description)])
+        let topic = topics[venue]?.deadletter(component: "evaluator") ?? "\(configuration.prefix)/deadletter/evaluator"
+        return OutboundMessage(
+            topic: topic, payload: Array(JSONValue.object(record).serialized().utf8), qos: 1, retain: false)
     }
 }
 

@@ -160,6 +160,42 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test("one bad advert refuses only that advert: a valid iBeacon beside a malformed Eddystone-URL enters its region")
+    func oneBadAdvertRefusesOnlyThatAdvert() async throws {
+        // The beacontools vectors (MIT, ../shared/data/ble/vectors.json): their iBeacon, and
+        // their Eddystone-URL with the scheme byte made 0x07, which no scheme is.
+        let iBeacon = "0201061aff4c0002154141414141414141414141414141414100010001f8"
+        let malformedURL = "0303aafe1316aafe10f8076769746875620063697472757a"
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([
+                Venue.beacons("gallery", ["uuid": "41414141-4141-4141-4141-414141414141", "major": 1])
+            ]))
+        try await harness.startEvaluator()
+        let scan: JSONValue = [
+            "t": .number(Date().timeIntervalSince1970),
+            "adverts": [["data": .string(iBeacon), "rssi": -60], ["data": .string(malformedURL), "rssi": -70]],
+        ]
+        try await harness.publish(harness.topics.ble(agent: "phone-1"), scan)
+        try await harness.waitFor("phone-1 enters the gallery") { messages in
+            messages.contains { $0.topic.hasSuffix("/enter/gallery/phone-1") }
+        }
+        let letters = try await harness.waitFor("the refused advert's dead letter") { messages in
+            messages.contains { $0.topic == "perimeter/v1/test/deadletter/evaluator" }
+        }
+        let letter = try #require(letters.first { $0.topic.hasSuffix("/deadletter/evaluator") }?.json)
+        #expect(letter["topic"]?.stringValue == harness.topics.ble(agent: "phone-1"))
+        #expect(letter["part"] == "adverts[1]")
+        #expect(letter["code"] == "advert")
+        let reason = letter["reason"]?.stringValue ?? ""
+        #expect(reason.hasPrefix("adverts[1].data: ") && reason.contains("Eddystone-URL scheme 0x07"), "\(reason)")
+        #expect(letter["payload"] == nil, "the scan was used; its payload is not repeated")
+        let stats = try await harness.waitFor("stats counting the refused advert") { messages in
+            messages.contains { $0.topic.hasSuffix("/stats") && $0.json?["refusedParts"]?["advert"] == 1 }
+        }
+        #expect(stats.last { $0.topic.hasSuffix("/stats") }?.json?["rejects"]?.objectValue?.isEmpty == true)
+        await harness.stop()
+    }
+
     @Test("OwnTracks and ESPresense payloads end to end")
     func adapters() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]), adapters: true)

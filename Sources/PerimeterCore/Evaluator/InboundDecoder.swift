@@ -109,11 +109,36 @@ public enum InboundDecoder {
     /// (`json`, with the parser's line and column), then the route's own payload.
     /// - Parameters:
     ///   - receivedAt: when the message arrived: the time of payloads that carry none (ESPresense).
-    /// - Returns: what the message says; empty for messages that say nothing the evaluator uses
-    ///   (an OwnTracks `transition`, `card`, `lwt` …).
+    /// A message is refused whole when what is wrong with it concerns all of it (not JSON, no
+    /// `t`, too many adverts); a part that stands on its own (one advert of a scan) is refused
+    /// alone: the rest is used, and the refusal is returned in ``Decoded/refused`` for the
+    /// caller to report.
+    /// - Returns: what the message says (empty for messages that say nothing the evaluator uses:
+    ///   an OwnTracks `transition`, `card`, `lwt` …) and the parts refused.
     /// - Throws: ``InboundError`` naming the problem and the field.
     public static func decode(
         _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits = Limits()
+    ) throws(InboundError) -> Decoded {
+        var refused: [InboundError] = []
+        let inputs = try decode(route, payload: payload, receivedAt: receivedAt, limits: limits, refused: &refused)
+        return Decoded(inputs: inputs, refused: refused)
+    }
+
+    /// What one message said, and the parts of it refused on their own.
+    public struct Decoded: Sendable, Hashable {
+        public var inputs: [Inbound]
+        /// Parts refused alone, each naming its place (`adverts[3].data`) and problem; the
+        /// inputs hold the rest of the message. Empty when the whole message was read.
+        public var refused: [InboundError]
+
+        public init(inputs: [Inbound], refused: [InboundError] = []) {
+            self.inputs = inputs
+            self.refused = refused
+        }
+    }
+
+    private static func decode(
+        _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits, refused: inout [InboundError]
     ) throws(InboundError) -> [Inbound] {
         guard payload.count <= limits.maxPayloadBytes else {
             throw InboundError(
@@ -144,7 +169,7 @@ public enum InboundDecoder {
         }
         switch route {
         case .gps(_, let agent): return [.fix(try fix(json, agent: agent))]
-        case .ble(_, let agent): return [.beacons(try beacons(json, agent: agent, limits: limits))]
+        case .ble(_, let agent): return [.beacons(try beacons(json, agent: agent, limits: limits, refused: &refused))]
         case .status(_, let agent): return [.agentStatus(try agentStatus(json, agent: agent))]
         case .region(_, let id): return [.regionUpsert(try region(json, id: id))]
         case .authorization(_, let subject): return [.authorization(subject: subject, try authorization(json))]
@@ -203,7 +228,13 @@ public enum InboundDecoder {
 
     // MARK: obs/{agent}/ble
 
-    static func beacons(_ json: JSONValue, agent: String, limits: Limits) throws(InboundError) -> BeaconReport {
+    /// A scan. What concerns the whole message (`t`, `subject`, the `adverts` array and its
+    /// length) refuses it; a bad advert is refused alone and appended to `refused`, so that one
+    /// broken foreign beacon beside ours cannot hide ours (a scan without our beacon in it
+    /// would, after `beaconExitTimeout`, be a false exit).
+    static func beacons(
+        _ json: JSONValue, agent: String, limits: Limits, refused: inout [InboundError]
+    ) throws(InboundError) -> BeaconReport {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["t", "subject", "adverts"])
         guard let t = try reader.time("t") else { throw reader.missing("t") }
@@ -217,8 +248,12 @@ public enum InboundDecoder {
         var sightings: [BeaconSighting] = []
         sightings.reserveCapacity(adverts.count)
         for (index, advert) in adverts.enumerated() {
-            if let sighting = try self.sighting(FieldReader(advert, path: "adverts[\(index)]")) {
-                sightings.append(sighting)
+            do {
+                if let sighting = try self.sighting(FieldReader(advert, path: "adverts[\(index)]")) {
+                    sightings.append(sighting)
+                }
+            } catch {
+                refused.append(error)
             }
         }
         return BeaconReport(agent: agent, subject: subject, t: t, sightings: sightings)
