@@ -212,18 +212,24 @@ public enum InboundDecoder {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["subject", "t", "lat", "lon", "acc", "alt", "vacc", "floor", "speed", "course"])
         _ = try reader.topicSafeID("subject")
-        let fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
-        try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
+        var fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
+        fix.position = try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
         return fix
     }
 
-    /// Refuses a position off the globe (`range`). Negative accuracy passes: it is Core
+    /// Refuses a position off the globe (`range`); one within
+    /// ``RegionParser/coordinateTolerance`` of ±90/±180 (a projection round trip's
+    /// `180.00000000000006`) is clamped to the bound. Negative accuracy passes: it is Core
     /// Location's "invalid" mark, which the engine rejects with its own reason.
-    static func checkPosition(lat: Double, lon: Double, _ reader: FieldReader) throws(InboundError) {
-        if abs(lat) > 90 { throw reader.range("lat", "latitude \(FieldReader.show(lat)) out of range [-90, 90]") }
-        if abs(lon) > 180 {
+    /// - Returns: the position, clamped.
+    static func checkPosition(lat: Double, lon: Double, _ reader: FieldReader) throws(InboundError) -> GeoPoint {
+        guard let clampedLat = RegionParser.clamped(lat, bound: 90) else {
+            throw reader.range("lat", "latitude \(FieldReader.show(lat)) out of range [-90, 90]")
+        }
+        guard let clampedLon = RegionParser.clamped(lon, bound: 180) else {
             throw reader.range("lon", "longitude \(FieldReader.show(lon)) out of range [-180, 180]")
         }
+        return GeoPoint(lon: clampedLon, lat: clampedLat)
     }
 
     // MARK: obs/{agent}/ble
@@ -358,9 +364,10 @@ public enum InboundDecoder {
         return try parsedRegion(.object(feature), id: id)
     }
 
-    /// Runs a Feature through ``RegionParser`` so that topics and files share one validation.
+    /// Runs a Feature through ``RegionParser`` so that topics and files share one validation,
+    /// with the bounds of a live region (``RegionParser/Limits/live``).
     static func parsedRegion(_ feature: JSONValue, id: String, field: String = "") throws(InboundError) -> Region {
-        let (_, region, problems) = RegionParser.parseFeature(feature, index: 0)
+        let (_, region, problems) = RegionParser.parseFeature(feature, index: 0, limits: .live)
         guard problems.isEmpty, let region else {
             let messages = problems.isEmpty ? ["not a region"] : problems.map(\.message)
             throw InboundError(code: "region", field: field, "region '\(id)': \(messages.joined(separator: "; "))")
