@@ -3,9 +3,12 @@
 #
 #   scripts/fuzz.sh [TARGET…] [--seconds N] [--jobs J] [--no-build] [--keep-going]
 #
-# TARGETs: inbound adverts regions json topics rules agent (default: all). Each target is PerimeterCore's
-# sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
-# .build/fuzz/<target>, then run for N seconds (default 600) on fuzz/corpus/<target>
+# TARGETs: inbound adverts regions json topics rules agent config (default: all). Each target is
+# PerimeterCore's sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
+# .build/fuzz/<target> (an entry file may add sources of other modules with a `// fuzz-sources:`
+# line of paths or globs, compiled into the same module with their `import Perimeter…` lines
+# removed, and compiler flags with `// fuzz-flags:`, e.g. `-I Sources/CMosquitto -lmosquitto`),
+# then run for N seconds (default 600) on fuzz/corpus/<target>
 # (new inputs are added there; seeds are under fuzz/corpus/<target> too). Crashes go to
 # .build/fuzz/artifacts/<target>-crash-…, logs to .build/fuzz/logs/<target>.log.
 # J targets run at once (default 2). --keep-going runs libFuzzer in fork mode
@@ -20,7 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_targets=(inbound adverts regions json topics rules agent)
+all_targets=(inbound adverts regions json topics rules agent config)
 targets=()
 seconds=600
 jobs=2
@@ -51,8 +54,22 @@ mapfile -t core < <(find Sources/PerimeterCore -name '*.swift' | sort)
 
 build_one() {
     local t=$1
+    # Sources of other modules named by the entry file, copied without their module imports.
+    local extra=() flags=() pattern file copy
+    rm -rf "$out/src/$t"
+    mkdir -p "$out/src/$t"
+    for pattern in $(sed -n 's|^// fuzz-sources:||p' "fuzz/targets/$t.swift"); do
+        for file in $pattern; do
+            [ -f "$file" ] || { echo "$t: no source $file" >&2; return 1; }
+            copy="$out/src/$t/$(echo "$file" | tr / _)"
+            sed -E '/^import (PerimeterCore|PerimeterKit|PerimeterMQTT|PerimeterStore|PerimeterEvaluator)$/d' \
+                "$file" >"$copy"
+            extra+=("$copy")
+        done
+    done
+    read -r -a flags <<<"$(sed -n 's|^// fuzz-flags:||p' "fuzz/targets/$t.swift")"
     "$swiftc" "$opt" -g -sanitize=fuzzer,address -parse-as-library -module-name PerimeterFuzz \
-        "${core[@]}" "fuzz/targets/$t.swift" -o "$out/$t" >"$out/logs/build-$t.log" 2>&1 \
+        "${core[@]}" "${extra[@]}" "fuzz/targets/$t.swift" "${flags[@]}" -o "$out/$t" >"$out/logs/build-$t.log" 2>&1 \
         || { grep -v 'ld.gold: warning' "$out/logs/build-$t.log" >&2; return 1; }
 }
 

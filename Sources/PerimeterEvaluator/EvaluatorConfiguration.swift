@@ -23,10 +23,15 @@ public struct EvaluatorConfiguration: ServiceSettings {
         public var settings: VenueSettings
         /// The venue's regions file (GeoJSON), re-read on SIGHUP; nil for topic-only regions.
         public var regionsPath: String?
+        /// Refuse a regions file with any invalid feature (`venues.{id}.strictRegions`, default
+        /// `evaluator.strictRegions`, false): the evaluator does not start, and a reload keeps
+        /// the regions in use. Otherwise the valid features are served and the venue is degraded.
+        public var strictRegions: Bool
 
-        public init(settings: VenueSettings, regionsPath: String?) {
+        public init(settings: VenueSettings, regionsPath: String?, strictRegions: Bool = false) {
             self.settings = settings
             self.regionsPath = regionsPath
+            self.strictRegions = strictRegions
         }
     }
 
@@ -123,12 +128,14 @@ public struct EvaluatorConfiguration: ServiceSettings {
             reader.reject("topics.prefix", "must be a topic prefix like perimeter/v1 (no '+', '#' or trailing '/')")
         }
 
+        let strictRegions = reader.bool("evaluator.strictRegions", default: false)
         var venues: [Venue] = []
         let names = reader.venueIDs()
         for name in names {
             if let problem = Topics.idProblem(name) { reader.reject("venues.\(name)", "the venue id: \(problem)") }
             if var venue = readVenue(name, reader) {
                 venue.settings.trust.maxFutureSkew = maxClockSkew
+                venue.strictRegions = reader.bool("venues.\(name).strictRegions", default: strictRegions)
                 venues.append(venue)
             }
         }

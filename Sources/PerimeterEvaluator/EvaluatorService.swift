@@ -62,6 +62,19 @@ public final class EvaluatorProgress: Sendable {
     }
 }
 
+/// Why the evaluator serves less than it was configured to (a regions file with invalid
+/// features): read by `/healthz` on the HTTP thread, written by the runtime.
+final class Degradation: Sendable {
+    private let reasons = Mutex<[String: [String]]>([:])
+
+    /// Replaces the reasons from one source (`file:{venue}`, `reload:{venue}`).
+    func set(_ source: String, _ list: [String]) {
+        reasons.withLock { $0[source] = list.isEmpty ? nil : list }
+    }
+
+    var all: [String] { reasons.withLock { reasons in reasons.keys.sorted().flatMap { reasons[$0]! } } }
+}
+
 /// Whether a background snapshot has landed.
 final class SnapshotWriting: Sendable {
     let done = Atomic<Bool>(false)
@@ -72,6 +85,8 @@ struct EvaluatorStats {
     var observations: [String: Int] = [:]
     var events: [String: Int] = [:]
     var rejects: [String: Int] = [:]
+    /// Parts of accepted messages refused on their own (bad adverts), by code.
+    var refusedParts: [String: Int] = [:]
     var privacyDrops: [String: Int] = [:]
     var ignored = 0
     var published = 0
@@ -84,6 +99,7 @@ struct EvaluatorStats {
         return [
             "instance": .string(instance), "t": .string(Timestamp.format(now)),
             "observationsIn": object(observations), "eventsOut": object(events), "rejects": object(rejects),
+            "refusedParts": object(refusedParts),
             "privacyDrops": object(privacyDrops),
             "ignored": .number(Double(ignored)), "published": .number(Double(published)),
             "queueDepth": .number(Double(queueDepth)), "outboxUnsent": .number(Double(unsent)),
@@ -111,6 +127,8 @@ final class EvaluatorRuntime {
     private var snapshotSoon = false
     /// `/metrics` (Prometheus text) and what `/healthz` reads.
     let metrics = Metrics()
+    /// Invalid regions-file features being left out: `/healthz` says `degraded`.
+    let degradation = Degradation()
 
     /// What a snapshot holds: every venue's state and what the runtime needs to apply rows
     /// exactly as before (the regions files as last applied).
@@ -130,6 +148,8 @@ final class EvaluatorRuntime {
         var venue: String?
         var outputs: [EvaluatorOutput] = []
         var deadletter: OutboundMessage?
+        /// One per part of an accepted message refused on its own (a bad advert of a scan).
+        var partDeadletters: [OutboundMessage] = []
     }
 
     let progress: EvaluatorProgress
@@ -180,6 +200,7 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
+            for (venue, text) in fileText { _ = noteRegionsFile(venue: venue, RegionParser.parse(text: text)) }
             reportFutureClocks(snapshot)
             after = seq
             logger.info("state restored from a snapshot", metadata: ["seq": "\(seq)", "bytes": "\(data.count)"])
@@ -294,6 +315,11 @@ final class EvaluatorRuntime {
     }
 
     /// Journals each venue's regions file when it differs from what the journal last applied.
+    ///
+    /// A file with invalid features is served without them (each is logged here, dead-lettered
+    /// when the row is applied, and `/healthz` says `degraded`), unless the venue sets
+    /// `strictRegions`: then it is refused as a whole — at start (`failOnProblems`) the
+    /// evaluator does not start; on SIGHUP the regions in use stay.
     private func journalRegionFiles(failOnProblems: Bool) throws {
         for venue in configuration.venues {
             guard let path = venue.regionsPath else { continue }
@@ -305,13 +331,26 @@ final class EvaluatorRuntime {
             }
             let text = String(decoding: data, as: UTF8.self)
             let document = RegionParser.parse(text: text)
-            if !document.problems.isEmpty {
+            degradation.set("reload:\(id)", [])
+            for warning in document.warnings {
+                logger.warning(
+                    "regions file: coordinate clamped", metadata: ["path": .string(path), "where": "\(warning)"])
+            }
+            if !document.problems.isEmpty && venue.strictRegions {
                 let problems = document.problems.map(\.description).joined(separator: "; ")
                 if failOnProblems { throw EvaluatorError("venue '\(id)': \(path): \(problems)") }
                 logger.error(
-                    "regions file has problems; keeping the regions in use",
+                    "regions file has problems and strictRegions is set; keeping the regions in use",
                     metadata: ["path": .string(path), "problems": .string(problems)])
+                degradation.set(
+                    "reload:\(id)",
+                    ["venue \(id): \(path) not reloaded (strictRegions): \(document.problems.count) problem(s)"])
                 continue
+            }
+            for problem in document.problems {
+                logger.error(
+                    "regions file: invalid feature left out; serving the valid ones",
+                    metadata: ["venue": .string(id), "path": .string(path), "problem": "\(problem)"])
             }
             if fileText[id] != text {
                 try store.journal(.regionsFile, topic: id, payload: Array(data), received: clock.now)
@@ -731,6 +770,7 @@ final class EvaluatorRuntime {
             item.messages += output.messages(topics: topics)
         }
         if let deadletter = applied.deadletter { item.messages.append(deadletter) }
+        item.messages += applied.partDeadletters
         return item
     }
 
@@ -836,7 +876,13 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_broker_dropped_baseline", .gauge, help: "The broker's dropped count when first seen.")
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
+        metrics.declare(
+            "perimeter_parts_refused_total", .counter,
+            help: "Parts of accepted messages refused on their own (one bad advert of a scan), by venue and code.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
+        metrics.declare(
+            "perimeter_regions_invalid", .gauge,
+            help: "Problems in the venue's regions file; its invalid features are left out (degraded).")
         metrics.declare(
             "perimeter_publish_refused_total", .counter,
             help: "Publishes the broker refused (ACL); set aside, not retried.")
@@ -863,6 +909,7 @@ final class EvaluatorRuntime {
     private func startHTTP(_ client: MQTTClient) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
+        let degradation = degradation
         let path = configuration.databasePath
         let maxLag = configuration.healthMaxLag
         let server = try HTTPServer(host: http.host, port: http.port) { request in
@@ -885,18 +932,20 @@ final class EvaluatorRuntime {
                 }
                 let lag = metrics.value("perimeter_lag_seconds") ?? 0
                 if lag > maxLag { problems.append("lag: \(lag) s > \(maxLag) s") }
-                var warnings: [String] = []
+                // Degraded is still healthy (200): it serves, with less than it was given (invalid
+                // regions left out, input the broker dropped).
+                var degraded = degradation.all
                 if let dropped = metrics.value("perimeter_broker_dropped_since_start"), dropped > 0 {
-                    warnings.append(
+                    degraded.append(
                         "broker: \(Int(dropped)) messages dropped since this evaluator started (\(EvaluatorService.brokerDroppedTopic)): a queue limit loses input"
                     )
                 }
-                let status = !problems.isEmpty ? "unhealthy" : warnings.isEmpty ? "ok" : "degraded"
+                let status = !problems.isEmpty ? "unhealthy" : degraded.isEmpty ? "ok" : "degraded"
                 let body: JSONValue = [
                     "status": .string(status), "brokerConnected": .bool(connected),
                     "databaseWritable": .bool(writable), "lagSeconds": .number(lag),
                     "problems": .array(problems.map(JSONValue.string)),
-                    "warnings": .array(warnings.map(JSONValue.string)),
+                    "degraded": .array(degraded.map(JSONValue.string)),
                 ]
                 return HTTPServer.Response(
                     status: problems.isEmpty ? 200 : 503, contentType: "application/json",
@@ -977,11 +1026,14 @@ final class EvaluatorRuntime {
             let venue = row.topic
             guard venues[venue] != nil else { return Applied() }
             let text = String(decoding: row.payload, as: UTF8.self)
-            let regions = RegionParser.parse(text: text).regions
+            let document = RegionParser.parse(text: text)
+            let regions = document.regions
             let outputs = venues[venue]!.reload(regions, previous: fileRegionIDs[venue] ?? [], at: row.received)
             fileRegionIDs[venue] = Set(regions.map(\.id))
             fileText[venue] = text
-            return Applied(venue: venue, outputs: outputs)
+            return Applied(
+                venue: venue, outputs: outputs,
+                partDeadletters: noteRegionsFile(venue: venue, document, at: row.received))
         case .arrival:
             break
         }
@@ -1001,13 +1053,14 @@ final class EvaluatorRuntime {
         // Inputs without a time of their own (region changes, ESPresense) are dated on the
         // service's clock when they arrived; so are the trust checks (future-dated input).
         let receivedAt = row.received
-        let inputs: [Inbound]
+        let decoded: InboundDecoder.Decoded
         do {
-            inputs = try InboundDecoder.decode(
+            decoded = try InboundDecoder.decode(
                 route, payload: row.payload, receivedAt: receivedAt, limits: configuration.limits)
         } catch {
             return reject(row, venue: venue, error)
         }
+        let inputs = decoded.inputs
         if !configuration.forbiddenIDCharacters.isEmpty {
             for input in inputs {
                 for id in input.topicIDs {
@@ -1033,7 +1086,9 @@ final class EvaluatorRuntime {
         }
         let dropped = outputs.contains { if case .privacyDrop = $0 { true } else { false } }
         if !dropped { metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "accepted"]) }
-        return Applied(venue: venue, outputs: outputs)
+        return Applied(
+            venue: venue, outputs: outputs,
+            partDeadletters: decoded.refused.map { refusePart(row, venue: venue, $0) })
     }
 
     /// The agent whose topic carried a message.
@@ -1104,6 +1159,60 @@ final class EvaluatorRuntime {
             venue: venue,
             deadletter: OutboundMessage(
                 topic: topic, payload: Array(JSONValue.object(record).serialized().utf8), qos: 1, retain: false))
+    }
+}
+
+extension EvaluatorRuntime {
+    /// Records what a regions file being applied leaves out: the venue is degraded while any
+    /// feature is invalid. Returns one dead letter per invalid feature, `{file, feature,
+    /// region?, reason, code: "region", t}` (none when `at` is nil: a restored snapshot's file
+    /// was reported when it was applied).
+    func noteRegionsFile(venue: String, _ document: RegionDocument, at received: Date? = nil) -> [OutboundMessage] {
+        let path = configuration.venues.first { $0.settings.id == venue }?.regionsPath ?? "regions file"
+        let problems = document.problems
+        metrics.set("perimeter_regions_invalid", Double(problems.count), labels: ["venue": venue])
+        degradation.set(
+            "file:\(venue)",
+            problems.isEmpty
+                ? []
+                : [
+                    "venue \(venue): \(problems.count) problem(s) in \(path); serving its \(document.regions.count) valid "
+                        + "region(s) (first: \(problems[0]))"
+                ])
+        guard let received, let topic = topics[venue]?.deadletter(component: "evaluator") else { return [] }
+        return problems.map { problem in
+            var record: JSONObject = [
+                "file": .string(path), "reason": .string(problem.description), "code": "region",
+                "t": .string(Timestamp.format(received)),
+            ]
+            if let feature = problem.feature { record["feature"] = .number(Double(feature)) }
+            if let id = problem.regionID { record["region"] = .string(id) }
+            return OutboundMessage(
+                topic: topic, payload: Array(JSONValue.object(record).serialized().utf8), qos: 1, retain: false)
+        }
+    }
+
+    /// The deadletter record for one part of an accepted message refused on its own (one bad
+    /// advert of a scan; the rest of the scan was used): `{topic, reason, code, part,
+    /// payloadBytes, t}`. The reason names the part (`adverts[1].data: …`). The payload is not
+    /// repeated: the message was used, and it may speak of a subject the privacy gate withholds.
+    func refusePart(
+        _ row: EvaluatorStore.InboxRow, venue: String, _ error: InboundError
+    ) -> OutboundMessage {
+        stats.refusedParts[error.code, default: 0] += 1
+        metrics.add("perimeter_parts_refused_total", labels: ["venue": venue, "code": error.code])
+        let part = error.field.prefix { $0 != "." }
+        let record: JSONObject = [
+            "topic": .string(row.topic), "reason": .string(error.description), "code": .string(error.code),
+            "part": .string(String(part)), "payloadBytes": .number(Double(row.payload.count)),
+            "t": .string(Timestamp.format(row.received)),
+        ]
+        logger.debug(
+            "part of a message refused; the rest was used",
+            metadata: ["topic": .string(row.topic), "reason": .string(error.description)])
+        let topic = topics[venue]?.deadletter(component: "evaluator") ?? "\(configuration.prefix)/deadletter/evaluator"
+        return OutboundMessage(
+            topic: topic, payload: Array(JSONValue.object(record).serialized().utf8), qos: 1, retain: false)
     }
 }
 

@@ -34,27 +34,37 @@ public final class ConfigReader {
     ///   - overrides: `key=value` strings from `--set` flags.
     /// - Throws: ``ConfigError`` when the file is unreadable or not a JSON object, or an override
     ///   has no `=`.
-    public init(
+    public convenience init(
         filePath: String? = nil, environment: [String: String] = [:], overrides: [String] = []
     )
         throws(ConfigError)
     {
-        self.environment = environment
+        var top: JSONObject?
         if let filePath {
             guard let data = FileManager.default.contents(atPath: filePath) else {
                 throw ConfigError(key: "config", "cannot read \(filePath)")
             }
-            let document: JSONValue
-            do {
-                document = try JSONParser.parse(data)
-            } catch {
-                throw ConfigError(key: "config", "\(filePath) is not valid JSON: \(error)")
-            }
-            guard case .object(let top) = document else {
-                throw ConfigError(key: "config", "\(filePath) must hold a JSON object at the top level")
-            }
-            Self.flatten(top, prefix: "", origin: filePath, into: &file)
+            top = try Self.topLevel(data, origin: filePath)
         }
+        try self.init(top: top, origin: filePath ?? "", environment: environment, overrides: overrides)
+    }
+
+    /// The same reader over a file's contents already in memory (`origin` names it in problems).
+    public convenience init(
+        contents: some Collection<UInt8>, origin: String, environment: [String: String] = [:], overrides: [String] = []
+    ) throws(ConfigError) {
+        try self.init(
+            top: try Self.topLevel(contents, origin: origin), origin: origin, environment: environment,
+            overrides: overrides)
+    }
+
+    private init(
+        top: JSONObject?, origin: String, environment: [String: String], overrides: [String]
+    )
+        throws(ConfigError)
+    {
+        self.environment = environment
+        if let top { Self.flatten(top, prefix: "", origin: origin, into: &file) }
         for setting in overrides {
             guard let equals = setting.firstIndex(of: "="), equals != setting.startIndex else {
                 throw ConfigError(key: "--set", "expected key=value, got \"\(setting)\"")
@@ -63,6 +73,20 @@ public final class ConfigReader {
             self.overrides[key] = Raw(
                 value: .string(String(setting[setting.index(after: equals)...])), origin: "--set \(key)")
         }
+    }
+
+    /// A configuration file's top-level object.
+    private static func topLevel(_ data: some Collection<UInt8>, origin: String) throws(ConfigError) -> JSONObject {
+        let document: JSONValue
+        do {
+            document = try JSONParser.parse(data)
+        } catch {
+            throw ConfigError(key: "config", "\(origin) is not valid JSON: \(error)")
+        }
+        guard case .object(let top) = document else {
+            throw ConfigError(key: "config", "\(origin) must hold a JSON object at the top level")
+        }
+        return top
     }
 
     /// What every command reads: `--config FILE` (else `PERIMETER_CONFIG`), the process's

@@ -69,9 +69,42 @@ struct CommandLineTests {
         #expect(
             lines.contains {
                 $0.contains(
-                    "region 'cafe' (feature 1): properties.radius must be a finite number greater than 0, got -4")
+                    "region 'cafe' (feature 1): properties.radius must be a finite number greater than 0 and at most 50000 (m), got -4"
+                )
             })
         #expect(lines.contains { $0.contains("region 'cafe' (feature 2): duplicate id: feature 1 has the same id") })
+    }
+
+    @Test(
+        "regions validate: a coordinate a hair past ±180 is clamped with a warning naming it (exit 0); farther, an error"
+    )
+    func coordinatesWithinToleranceAreClampedAndSaid() async throws {
+        // Constructed: 180.00000000000006 is what projection round trips leave (see RegionBoundsTests).
+        let fiji = try temporaryFile(
+            "fiji.geojson",
+            """
+            {"type":"FeatureCollection","features":[
+              {"type":"Feature","id":"hall","properties":{"radius":20},"geometry":{"type":"Point","coordinates":[2.3,48.8]}},
+              {"type":"Feature","id":"fiji-east","geometry":{"type":"Polygon","coordinates":[[[179.9,-16.8],[180.00000000000006,-16.8],[180.00000000000006,-16.7],[179.9,-16.7],[179.9,-16.8]]]}}
+            ]}
+            """)
+        let result = try await perimeter(["regions", "validate", fiji])
+        #expect(result.status == .exited(0), "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(
+            lines.contains {
+                $0.contains(
+                    "warning: region 'fiji-east' (feature 1): ring 0 position 1: longitude 180.00000000000006 clamped to 180"
+                )
+            }, "\(lines)")
+        #expect(lines.last?.contains("2 regions valid") == true, "\(lines)")
+        let far = try temporaryFile(
+            "far.geojson",
+            #"{"type":"Feature","id":"far","properties":{"radius":20},"geometry":{"type":"Point","coordinates":[180.0001,0]}}"#
+        )
+        let refused = try await perimeter(["regions", "validate", far])
+        #expect(refused.status == .exited(1))
+        #expect(refused.stdout.contains("longitude 180.0001 out of range [-180, 180]"), "\(refused.stdout)")
     }
 
     @Test("locate: regions per point; bad rows reported with their line numbers, the run goes on")

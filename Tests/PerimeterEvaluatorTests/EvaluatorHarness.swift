@@ -110,6 +110,12 @@ final class EvaluatorHarness: Sendable {
         }
     }
 
+    /// Sends `signal` to the evaluator process without waiting for it to exit (SIGHUP: re-read
+    /// the regions files; `kill(_:)` would wait for an exit that never comes).
+    func signalEvaluator(_ signal: Int32) {
+        process.withLock { $0?.subprocess.signal(signal) }
+    }
+
     /// `kill -9` the evaluator.
     func killEvaluator() {
         process.withLock { $0?.kill(SIGKILL) }

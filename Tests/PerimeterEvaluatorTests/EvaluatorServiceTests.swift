@@ -169,6 +169,42 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test("one bad advert refuses only that advert: a valid iBeacon beside a malformed Eddystone-URL enters its region")
+    func oneBadAdvertRefusesOnlyThatAdvert() async throws {
+        // The beacontools vectors (MIT, ../shared/data/ble/vectors.json): their iBeacon, and
+        // their Eddystone-URL with the scheme byte made 0x07, which no scheme is.
+        let iBeacon = "0201061aff4c0002154141414141414141414141414141414100010001f8"
+        let malformedURL = "0303aafe1316aafe10f8076769746875620063697472757a"
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([
+                Venue.beacons("gallery", ["uuid": "41414141-4141-4141-4141-414141414141", "major": 1])
+            ]))
+        try await harness.startEvaluator()
+        let scan: JSONValue = [
+            "t": .number(Date().timeIntervalSince1970),
+            "adverts": [["data": .string(iBeacon), "rssi": -60], ["data": .string(malformedURL), "rssi": -70]],
+        ]
+        try await harness.publish(harness.topics.ble(agent: "phone-1"), scan)
+        try await harness.waitFor("phone-1 enters the gallery") { messages in
+            messages.contains { $0.topic.hasSuffix("/enter/gallery/phone-1") }
+        }
+        let letters = try await harness.waitFor("the refused advert's dead letter") { messages in
+            messages.contains { $0.topic == "perimeter/v1/test/deadletter/evaluator" }
+        }
+        let letter = try #require(letters.first { $0.topic.hasSuffix("/deadletter/evaluator") }?.json)
+        #expect(letter["topic"]?.stringValue == harness.topics.ble(agent: "phone-1"))
+        #expect(letter["part"] == "adverts[1]")
+        #expect(letter["code"] == "advert")
+        let reason = letter["reason"]?.stringValue ?? ""
+        #expect(reason.hasPrefix("adverts[1].data: ") && reason.contains("Eddystone-URL scheme 0x07"), "\(reason)")
+        #expect(letter["payload"] == nil, "the scan was used; its payload is not repeated")
+        let stats = try await harness.waitFor("stats counting the refused advert") { messages in
+            messages.contains { $0.topic.hasSuffix("/stats") && $0.json?["refusedParts"]?["advert"] == 1 }
+        }
+        #expect(stats.last { $0.topic.hasSuffix("/stats") }?.json?["rejects"]?.objectValue?.isEmpty == true)
+        await harness.stop()
+    }
+
     @Test("OwnTracks and ESPresense payloads end to end")
     func adapters() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]), adapters: true)
@@ -414,6 +450,79 @@ struct EvaluatorHealthTests {
             again = try httpGet(port: port, path: "/healthz")
         }
         #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
+        await harness.stop()
+    }
+}
+
+@Suite("Evaluator with a partly invalid regions file", .serialized)
+struct PartialRegionsFileTests {
+    static let regions = Venue.collection([
+        Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30),
+        Venue.circle("broken", lat: 48.86, lon: 2.337, radius: -4),
+    ])
+
+    @Test(
+        "a regions file with an invalid feature is served without it: dead letter naming the feature, /healthz degraded, doctor warns, SIGHUP the same"
+    )
+    func partialRegionsFileServesTheValidOnes() async throws {
+        let harness = try await EvaluatorHarness(regions: Self.regions, evaluator: ["http": "127.0.0.1:0"])
+        try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.gps(agent: "v1"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("v1 enters the valid region") { $0.contains { $0.topic.hasSuffix("/enter/hall/v1") } }
+        let letters = try await harness.waitFor("the invalid feature's dead letter") { messages in
+            messages.contains { $0.topic.hasSuffix("/deadletter/evaluator") }
+        }
+        let letter = try #require(letters.first { $0.topic.hasSuffix("/deadletter/evaluator") }?.json)
+        #expect(letter["feature"] == 1)
+        #expect(letter["region"] == "broken")
+        #expect(letter["code"] == "region")
+        #expect(letter["reason"]?.stringValue?.contains("properties.radius must be a finite number") == true)
+        #expect(letter["file"]?.stringValue?.hasSuffix("regions.geojson") == true)
+        #expect(harness.evaluatorOutput.contains("invalid feature left out"))
+
+        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let health = try httpGet(port: port, path: "/healthz")
+        #expect(health.status == 200)
+        let body = try JSONParser.parse(health.body)
+        #expect(body["status"] == "degraded", "\(health.body)")
+        let reasons = body["degraded"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(reasons.count == 1 && reasons[0].contains("venue test: 1 problem(s)"), "\(reasons)")
+        let metrics = try httpGet(port: port, path: "/metrics")
+        #expect(metrics.body.contains(#"perimeter_regions_invalid{venue="test"} 1"#))
+
+        let doctor = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
+        #expect(
+            doctor.stdout.split(separator: "\n").contains { $0.hasPrefix("warn venue test: degraded: 1 problem(s)") },
+            "\(doctor.stdout)")
+
+        // SIGHUP with a file whose other feature is now the invalid one.
+        let regionsPath = harness.directory.appendingPathComponent("regions.geojson").path
+        try Venue.collection([
+            Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 1e308),
+            Venue.circle("cafe", lat: 48.86, lon: 2.337, radius: 10),
+        ]).serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        harness.signalEvaluator(SIGHUP)
+        let after = try await harness.waitFor("the reloaded file's dead letter") { messages in
+            messages.contains { $0.topic.hasSuffix("/deadletter/evaluator") && $0.json?["region"] == "hall" }
+        }
+        let reload = try #require(after.last { $0.topic.hasSuffix("/deadletter/evaluator") }?.json)
+        #expect(reload["reason"]?.stringValue?.contains("at most 50000") == true, "\(reload)")
+        #expect(try JSONParser.parse(try httpGet(port: port, path: "/healthz").body)["status"] == "degraded")
+        await harness.stop()
+    }
+
+    @Test("evaluator.strictRegions keeps today's refusal to start, naming the feature and the problem")
+    func strictRegionsRefusesToStart() async throws {
+        let harness = try await EvaluatorHarness(regions: Self.regions, evaluator: ["strictRegions": true])
+        let result = try await runProduct(["evaluator", "--config", harness.configPath], timeout: .seconds(60))
+        #expect(result.status != .exited(0))
+        let said = result.stdout + result.stderr
+        #expect(said.contains("region 'broken' (feature 1): properties.radius must be a finite number"), "\(said)")
+        let doctor = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
+        #expect(doctor.stdout.contains("FAIL venue test:"), "\(doctor.stdout)")
         await harness.stop()
     }
 }

@@ -60,7 +60,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
     let inputs: [Inbound]
     do {
-        inputs = try InboundDecoder.decode(route, payload: payload, receivedAt: receivedAt, limits: limits)
+        let decoded = try InboundDecoder.decode(route, payload: payload, receivedAt: receivedAt, limits: limits)
+        inputs = decoded.inputs
+        // A part refused alone names its place in the payload: only adverts are refused alone.
+        for refusal in decoded.refused where !refusal.field.hasPrefix("adverts[") {
+            fatalError("a part refused alone without its place: \(refusal)")
+        }
     } catch {
         _ = error.description
         return 0

@@ -195,7 +195,7 @@ struct BenchPipelineOracle {
             guard
                 let route = InboundDecoder.route(
                     topic: message.topic, prefix: BenchPipelineWorkload.prefix, venues: venues),
-                let inputs = try? InboundDecoder.decode(route, payload: message.payload, receivedAt: now)
+                let inputs = try? InboundDecoder.decode(route, payload: message.payload, receivedAt: now).inputs
             else {
                 rejected += 1
                 each(message.topic, [])

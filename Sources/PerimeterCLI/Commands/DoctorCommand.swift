@@ -75,12 +75,17 @@ struct DoctorCommand: ParsableCommand {
                 continue
             }
             let document = RegionParser.parse(bytes: Array(data))
+            let id = venue.settings.id
+            for warning in document.warnings { findings.warn("venue \(id): \(path): \(warning)") }
+            let problems = document.problems.map(\.description).joined(separator: "; ")
             if document.problems.isEmpty {
-                findings.ok("venue \(venue.settings.id): \(document.regions.count) regions in \(path)")
+                findings.ok("venue \(id): \(document.regions.count) regions in \(path)")
+            } else if venue.strictRegions {
+                findings.fail("venue \(id): \(path) (strictRegions: the evaluator will not start): \(problems)")
             } else {
-                findings.fail(
-                    "venue \(venue.settings.id): \(path): \(document.problems.map(\.description).joined(separator: "; "))"
-                )
+                findings.warn(
+                    "venue \(id): degraded: \(document.problems.count) problem(s) in \(path); the evaluator serves its "
+                        + "\(document.regions.count) valid regions without the invalid features: \(problems)")
             }
         }
     }

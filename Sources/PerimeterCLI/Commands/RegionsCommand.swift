@@ -14,16 +14,24 @@ struct RegionsValidateCommand: ParsableCommand {
         commandName: "validate", abstract: "Check a GeoJSON region file and print every problem.",
         discussion: """
             Prints one line per problem (unclosed or short rings, self-intersections with the
-            vertex, holes outside their shell, coordinates out of range, bad radii, duplicate
-            ids, unsupported geometries, wrongly typed properties) and exits 1 if there is any.
-            With no problem it prints a summary and exits 0.
+            vertex, holes outside their shell, coordinates out of range, radii over 50 km,
+            duplicate ids, unsupported geometries, wrongly typed or absurd properties) and exits
+            1 if there is any. A coordinate a hair past ±180 or ±90 (within 1e-9°, as projection
+            round trips leave them) is clamped and said in a 'warning:' line naming the region
+            and the coordinate; warnings alone exit 0. With no problem it prints a summary.
+            With --live, also the bounds of a region published on a regions/{id} topic
+            (10,000 positions, 100 rings).
             """)
 
     @Argument(help: "GeoJSON FeatureCollection or Feature ('-' for standard input).", valueName: "file")
     var file: String
 
+    @Flag(help: "Check each region against the bounds of a live region (a regions/{id} topic).")
+    var live: Bool
+
     func run() async throws {
-        let document = try InputFiles.regions(file)
+        let document = try InputFiles.regions(file, limits: live ? .live : .file)
+        for warning in document.warnings { print("\(file): warning: \(warning)") }
         for problem in document.problems { print("\(file): \(problem)") }
         if !document.problems.isEmpty {
             throw ExitCode(1, "\(file): \(document.problems.count) problem(s)")

@@ -19,15 +19,16 @@ enum InputFiles {
     }
 
     /// Regions from a GeoJSON file, with the problems found in it.
-    static func regions(_ path: String) throws -> RegionDocument {
+    static func regions(_ path: String, limits: RegionParser.Limits = .file) throws -> RegionDocument {
         let data = try read(path)
-        return data.withUnsafeBytes { RegionParser.parse(bytes: $0.bindMemory(to: UInt8.self)) }
+        return data.withUnsafeBytes { RegionParser.parse(bytes: $0.bindMemory(to: UInt8.self), limits: limits) }
     }
 
     /// Reads regions and refuses a file with problems unless `skipInvalid`, printing each
     /// problem on standard error.
     static func usableRegions(_ path: String, skipInvalid: Bool) throws -> [Region] {
         let document = try regions(path)
+        for warning in document.warnings { Output.error("\(path): warning: \(warning)") }
         for problem in document.problems { Output.error("\(path): \(problem)") }
         if !document.problems.isEmpty && !skipInvalid {
             throw ExitCode(

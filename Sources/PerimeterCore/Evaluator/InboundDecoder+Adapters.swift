@@ -17,11 +17,11 @@ extension InboundDecoder {
             guard let t = try reader.epochSeconds("tst") else { throw reader.missing("tst") }
             guard let lat = try reader.number("lat") else { throw reader.missing("lat") }
             guard let lon = try reader.number("lon") else { throw reader.missing("lon") }
-            try checkPosition(lat: lat, lon: lon, reader)
+            let position = try checkPosition(lat: lat, lon: lon, reader)
             let accuracy = try reader.number("acc")
             for key in ["alt", "vac", "vel", "cog"] { _ = try reader.number(key) }
             let fix = Fix(
-                subject: ownTracksSubject(user: user, device: device), t: t, position: GeoPoint(lon: lon, lat: lat),
+                subject: ownTracksSubject(user: user, device: device), t: t, position: position,
                 accuracy: accuracy, floor: nil, source: "owntracks")
             return [.fix(fix)]
         case "waypoint":

@@ -109,11 +109,36 @@ public enum InboundDecoder {
     /// (`json`, with the parser's line and column), then the route's own payload.
     /// - Parameters:
     ///   - receivedAt: when the message arrived: the time of payloads that carry none (ESPresense).
-    /// - Returns: what the message says; empty for messages that say nothing the evaluator uses
-    ///   (an OwnTracks `transition`, `card`, `lwt` …).
+    /// A message is refused whole when what is wrong with it concerns all of it (not JSON, no
+    /// `t`, too many adverts); a part that stands on its own (one advert of a scan) is refused
+    /// alone: the rest is used, and the refusal is returned in ``Decoded/refused`` for the
+    /// caller to report.
+    /// - Returns: what the message says (empty for messages that say nothing the evaluator uses:
+    ///   an OwnTracks `transition`, `card`, `lwt` …) and the parts refused.
     /// - Throws: ``InboundError`` naming the problem and the field.
     public static func decode(
         _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits = Limits()
+    ) throws(InboundError) -> Decoded {
+        var refused: [InboundError] = []
+        let inputs = try decode(route, payload: payload, receivedAt: receivedAt, limits: limits, refused: &refused)
+        return Decoded(inputs: inputs, refused: refused)
+    }
+
+    /// What one message said, and the parts of it refused on their own.
+    public struct Decoded: Sendable, Hashable {
+        public var inputs: [Inbound]
+        /// Parts refused alone, each naming its place (`adverts[3].data`) and problem; the
+        /// inputs hold the rest of the message. Empty when the whole message was read.
+        public var refused: [InboundError]
+
+        public init(inputs: [Inbound], refused: [InboundError] = []) {
+            self.inputs = inputs
+            self.refused = refused
+        }
+    }
+
+    private static func decode(
+        _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits, refused: inout [InboundError]
     ) throws(InboundError) -> [Inbound] {
         guard payload.count <= limits.maxPayloadBytes else {
             throw InboundError(
@@ -144,7 +169,7 @@ public enum InboundDecoder {
         }
         switch route {
         case .gps(_, let agent): return [.fix(try fix(json, agent: agent))]
-        case .ble(_, let agent): return [.beacons(try beacons(json, agent: agent, limits: limits))]
+        case .ble(_, let agent): return [.beacons(try beacons(json, agent: agent, limits: limits, refused: &refused))]
         case .status(_, let agent): return [.agentStatus(try agentStatus(json, agent: agent))]
         case .region(_, let id): return [.regionUpsert(try region(json, id: id))]
         case .authorization(_, let subject): return [.authorization(subject: subject, try authorization(json))]
@@ -190,23 +215,35 @@ public enum InboundDecoder {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["subject", "t", "lat", "lon", "acc", "alt", "vacc", "floor", "speed", "course"])
         _ = try reader.topicSafeID("subject")
-        let fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
-        try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
+        var fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
+        fix.position = try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
         return fix
     }
 
-    /// Refuses a position off the globe (`range`). Negative accuracy passes: it is Core
+    /// Refuses a position off the globe (`range`); one within
+    /// ``RegionParser/coordinateTolerance`` of ±90/±180 (a projection round trip's
+    /// `180.00000000000006`) is clamped to the bound. Negative accuracy passes: it is Core
     /// Location's "invalid" mark, which the engine rejects with its own reason.
-    static func checkPosition(lat: Double, lon: Double, _ reader: FieldReader) throws(InboundError) {
-        if abs(lat) > 90 { throw reader.range("lat", "latitude \(FieldReader.show(lat)) out of range [-90, 90]") }
-        if abs(lon) > 180 {
+    /// - Returns: the position, clamped.
+    static func checkPosition(lat: Double, lon: Double, _ reader: FieldReader) throws(InboundError) -> GeoPoint {
+        guard let clampedLat = RegionParser.clamped(lat, bound: 90) else {
+            throw reader.range("lat", "latitude \(FieldReader.show(lat)) out of range [-90, 90]")
+        }
+        guard let clampedLon = RegionParser.clamped(lon, bound: 180) else {
             throw reader.range("lon", "longitude \(FieldReader.show(lon)) out of range [-180, 180]")
         }
+        return GeoPoint(lon: clampedLon, lat: clampedLat)
     }
 
     // MARK: obs/{agent}/ble
 
-    static func beacons(_ json: JSONValue, agent: String, limits: Limits) throws(InboundError) -> BeaconReport {
+    /// A scan. What concerns the whole message (`t`, `subject`, the `adverts` array and its
+    /// length) refuses it; a bad advert is refused alone and appended to `refused`, so that one
+    /// broken foreign beacon beside ours cannot hide ours (a scan without our beacon in it
+    /// would, after `beaconExitTimeout`, be a false exit).
+    static func beacons(
+        _ json: JSONValue, agent: String, limits: Limits, refused: inout [InboundError]
+    ) throws(InboundError) -> BeaconReport {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["t", "subject", "adverts"])
         guard let t = try reader.time("t") else { throw reader.missing("t") }
@@ -220,8 +257,12 @@ public enum InboundDecoder {
         var sightings: [BeaconSighting] = []
         sightings.reserveCapacity(adverts.count)
         for (index, advert) in adverts.enumerated() {
-            if let sighting = try self.sighting(FieldReader(advert, path: "adverts[\(index)]")) {
-                sightings.append(sighting)
+            do {
+                if let sighting = try self.sighting(FieldReader(advert, path: "adverts[\(index)]")) {
+                    sightings.append(sighting)
+                }
+            } catch {
+                refused.append(error)
             }
         }
         return BeaconReport(agent: agent, subject: subject, t: t, sightings: sightings)
@@ -326,9 +367,10 @@ public enum InboundDecoder {
         return try parsedRegion(.object(feature), id: id)
     }
 
-    /// Runs a Feature through ``RegionParser`` so that topics and files share one validation.
+    /// Runs a Feature through ``RegionParser`` so that topics and files share one validation,
+    /// with the bounds of a live region (``RegionParser/Limits/live``).
     static func parsedRegion(_ feature: JSONValue, id: String, field: String = "") throws(InboundError) -> Region {
-        let (_, region, problems) = RegionParser.parseFeature(feature, index: 0)
+        let (_, region, problems) = RegionParser.parseFeature(feature, index: 0, limits: .live)
         guard problems.isEmpty, let region else {
             let messages = problems.isEmpty ? ["not a region"] : problems.map(\.message)
             throw InboundError(code: "region", field: field, "region '\(id)': \(messages.joined(separator: "; "))")

@@ -29,6 +29,15 @@ struct PolygonGrid: Sendable {
     /// Child grids nest at most this deep (guards against edges that no subdivision separates, such as a
     /// fan of edges through one vertex).
     static let maximumDepth = 4
+    /// The build gives up (and the polygon is answered by the plain crossing-number scan) once its work —
+    /// edge–cell incidences listed plus edge distances computed to place reference points — passes
+    /// `workPerEdge` per edge plus `workAllowance`. Real outlines stay far below (the time-zone polygons
+    /// need about 3–6 per edge); crafted ones do not: a 3,000-vertex star (spikes through one centre)
+    /// took 13.5 s to build and 66 ms per fix to query, a 58 KB comb of long parallel teeth 2.4 s to
+    /// build (`scripts/bench-regions.sh`). Without a grid a query costs one pass over the edges, which
+    /// the region parser bounds for live regions.
+    static let workPerEdge = 64
+    static let workAllowance = 1 << 20
 
     /// One uniform grid: the root or a child.
     struct Level: Sendable {
@@ -162,9 +171,14 @@ struct PolygonGrid: Sendable {
 
     /// Builds the grid for the polygon whose closed rings are stored in `coordinates` (x, y pairs) and end
     /// at the vertex indices `ringEnds`. `box` must have positive, finite width and height.
-    init(coordinates: [Double], ringEnds: [Int], box: BoundingBox) {
+    ///
+    /// Nil when the build would cost more than its work budget (``workPerEdge``): a grid cannot
+    /// separate edges that all cross the same cells (a fan, a comb of long teeth), and building one
+    /// then costs far more than scanning the edges.
+    init?(coordinates: [Double], ringEnds: [Int], box: BoundingBox) {
         var builder = Builder(coordinates: coordinates, ringEnds: ringEnds, box: box)
         builder.build(box: box)
+        guard builder.work <= builder.workLimit else { return nil }
         levels = builder.levels
         cells = builder.cells
         references = builder.references
@@ -188,12 +202,16 @@ struct PolygonGrid: Sendable {
         /// when both cells around the segment list it.
         var stamps: [UInt32]
         var stamp: UInt32 = 0
+        /// Work done so far (see ``PolygonGrid/workPerEdge``) and the most allowed.
+        var work = 0
+        let workLimit: Int
 
         init(coordinates: [Double], ringEnds: [Int], box: BoundingBox) {
             self.coordinates = coordinates
             self.ringEnds = ringEnds
             magnitude = max(abs(box.minLon), abs(box.maxLon), abs(box.minLat), abs(box.maxLat), 1)
             stamps = Array(repeating: 0, count: coordinates.count / 2)
+            workLimit = PolygonGrid.workPerEdge * (coordinates.count / 2) + PolygonGrid.workAllowance
         }
 
         /// One grid level's geometry.
@@ -262,6 +280,7 @@ struct PolygonGrid: Sendable {
                 var childEdges: [UInt32] = []
                 for task in tasks {
                     buildLevel(task, edges: edges[task.edges], childTasks: &childTasks, childEdges: &childEdges)
+                    if work > workLimit { return }
                 }
                 tasks = childTasks
                 edges = childEdges
@@ -296,6 +315,8 @@ struct PolygonGrid: Sendable {
             offsets.append(contentsOf: repeatElement(0, count: cellCount + 2))
             forEachEdgeCell(edges, frame) { cell, _ in offsets[cell + 2] += 1 }
             for cell in 0..<cellCount { offsets[cell + 2] += offsets[cell + 1] }
+            work += Int(offsets[cellCount + 1])
+            if work > workLimit { return }
             cellEdges.removeAll(keepingCapacity: true)
             cellEdges.append(contentsOf: repeatElement(0, count: Int(offsets[cellCount + 1])))
             forEachEdgeCell(edges, frame) { cell, edge in
@@ -309,6 +330,7 @@ struct PolygonGrid: Sendable {
             for cell in 0..<cellCount {
                 let list = Int(offsets[cell])..<Int(offsets[cell + 1])
                 let point = list.isEmpty ? frame.center(cell) : placeReference(cell: cell, frame: frame, edges: list)
+                if work > workLimit { return }
                 referenceX.append(point?.x ?? .nan)
                 referenceY.append(point?.y ?? .nan)
             }
@@ -403,12 +425,14 @@ struct PolygonGrid: Sendable {
         /// A reference point for a boundary cell: the first candidate (centre first, then a Halton sequence
         /// over the cell's middle 80 %) comfortably clear of the cell's edges, else the clearest candidate
         /// that is exactly off every edge; nil if all 256 candidates lie on edges.
-        private func placeReference(cell: Int, frame: Frame, edges: Range<Int>) -> (x: Double, y: Double)? {
+        private mutating func placeReference(cell: Int, frame: Frame, edges: Range<Int>) -> (x: Double, y: Double)? {
             let left = frame.minX + Double(cell % frame.columns) * frame.cellWidth
             let bottom = frame.minY + Double(cell / frame.columns) * frame.cellHeight
             let comfortable = 1e-3 * min(frame.cellWidth, frame.cellHeight)
             var best: (x: Double, y: Double, clearance: Double)?
             for candidate in 0..<256 {
+                work += edges.count
+                if work > workLimit { return nil }
                 let u = candidate == 0 ? 0.5 : 0.1 + 0.8 * Self.halton(candidate, 2)
                 let v = candidate == 0 ? 0.5 : 0.1 + 0.8 * Self.halton(candidate, 3)
                 let x = left + u * frame.cellWidth, y = bottom + v * frame.cellHeight
