@@ -77,7 +77,10 @@ struct EvaluatorServiceTests {
     @Test("a real GPX track replayed as observations gives exactly the expected enter/exit sequence")
     func gpxTrack() async throws {
         let (regions, points) = try Self.trackVenue()
-        let harness = try await EvaluatorHarness(regions: regions)
+        // The track spans 9 minutes and ends now: its early fixes lie more than the default
+        // 300 s behind the evaluator's clock, and a tick between two of them would make the car
+        // stale (unknown, occupancy down and up again). A longer staleAfter keeps it one story.
+        let harness = try await EvaluatorHarness(regions: regions, venue: ["staleAfter": 3600])
         try await harness.startEvaluator()
         for point in points {
             try await harness.publish(harness.topics.gps(agent: "car"), Self.fix(point))
