@@ -36,7 +36,10 @@ enum Tier {
             ],
         ]
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
-        let venueSettings: JSONValue = ["regions": .string(regionsPath), "privacy": ["open": true]]
+        // agent-1 reports every test subject (docs/security.md: bound by venues.{id}.reporters).
+        let venueSettings: JSONValue = [
+            "regions": .string(regionsPath), "privacy": ["open": true], "reporters": ["agent-1": ["*"]],
+        ]
         var config: JSONObject = [
             "broker": .object(broker),
             "evaluator": [

@@ -77,13 +77,17 @@ struct RegionParserTests {
             json: collection(
                 #"{"type":"Feature","id":"r0","properties":{"radius":0},"geometry":{"type":"Point","coordinates":[0,0]}}"#
             ),
-            expected: ["region 'r0' (feature 0): properties.radius must be a finite number greater than 0 and at most 50000 (m), got 0"]),
+            expected: [
+                "region 'r0' (feature 0): properties.radius must be a finite number greater than 0 and at most 50000 (m), got 0"
+            ]),
         Case(
             name: "negative radius",
             json: collection(
                 #"{"type":"Feature","id":"r-","properties":{"radius":-3},"geometry":{"type":"Point","coordinates":[0,0]}}"#
             ),
-            expected: ["region 'r-' (feature 0): properties.radius must be a finite number greater than 0 and at most 50000 (m), got -3"]),
+            expected: [
+                "region 'r-' (feature 0): properties.radius must be a finite number greater than 0 and at most 50000 (m), got -3"
+            ]),
         Case(
             name: "circle without radius",
             json: collection(#"{"type":"Feature","id":"nr","geometry":{"type":"Point","coordinates":[0,0]}}"#),

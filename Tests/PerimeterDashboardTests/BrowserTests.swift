@@ -48,7 +48,12 @@ struct BrowserTests {
             "evaluator": [
                 "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
             ],
-            "venues": ["test": ["regions": .string(try DashboardFixtures.regionsFile()), "privacy": ["open": true]]],
+            "venues": [
+                "test": [
+                    "regions": .string(try DashboardFixtures.regionsFile()), "privacy": ["open": true],
+                    "reporters": ["phone-*": ["visitor-*"]],
+                ]
+            ],
             "dashboard": ["http": "127.0.0.1:0", "title": "Perimeter — test venue"],
             "log": ["level": "info"],
         ]
