@@ -38,7 +38,9 @@ final class Deliverer: @unchecked Sendable {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
         sender = ChannelSender(
-            client: client, prefix: configuration.prefix, timeout: configuration.delivery.timeout, clock: clock)
+            client: client, prefix: configuration.prefix, clock: clock,
+            timeZones: Dictionary(
+                configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client
         self.logger = logger
         self.metrics = metrics
