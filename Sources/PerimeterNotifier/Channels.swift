@@ -69,7 +69,7 @@ struct ChannelSender: Sendable {
                 "webhook-signature",
                 StandardWebhooks.signatureHeader(mac: HMACSHA256.mac(key: secret.key, message: signed))
             ),
-            ("Idempotency-Key", row.key), ("X-Perimeter-Attempt", "\(row.attempts + 1)"),
+            ("Idempotency-Key", row.key), ("X-Perimeter-Attempt", "\(row.attempts)"),
             ("X-Perimeter-Signature", "sha256=\(legacy)"),
         ]
     }

@@ -43,7 +43,8 @@ public struct NotifierConfiguration: ServiceSettings {
         }
     }
 
-    /// Retry policy: capped exponential backoff with jitter; dead after `maxAttempts`.
+    /// Retry policy: capped exponential backoff with jitter; dead after `maxAttempts`, or
+    /// after `maxCrashes` attempts in a row that the notifier did not live to finish.
     public struct Delivery: Sendable {
         public var maxAttempts: Int = 8
         public var initialBackoff: Double = 1
@@ -58,6 +59,19 @@ public struct NotifierConfiguration: ServiceSettings {
         public var maxResponseBytes: Int = 65_536
         /// Deliveries in flight at once.
         public var concurrency: Int = 4
+        /// Attempts on one row started and never finished (the process died) before it is set
+        /// aside as dead with the reason `crashedDuringDelivery`.
+        public var maxCrashes: Int = 3
+        public init() {}
+    }
+
+    /// How long finished outbox rows are kept, in seconds (pruned every `pruneInterval` on
+    /// the service's clock).
+    public struct Retention: Sendable {
+        public var delivered: Double = 7 * 86_400
+        /// Dead and failed rows: long enough for an operator to look and `notifier retry` them.
+        public var undeliverable: Double = 30 * 86_400
+        public var pruneInterval: Double = 3600
         public init() {}
     }
 
@@ -68,6 +82,7 @@ public struct NotifierConfiguration: ServiceSettings {
     public var venues: [Venue]
     public var channels: [String: Channel]
     public var delivery: Delivery
+    public var retention = Retention()
     public var sessionExpiry: Int = 86_400
     /// Larger inbound payloads are dead-lettered unread (`tooLarge`).
     public var maxPayloadBytes: Int = 65_536
@@ -104,12 +119,26 @@ public struct NotifierConfiguration: ServiceSettings {
         delivery.maxResponseBytes = reader.int(
             "notifier.maxResponseBytes", default: 65_536, range: 1024...16_777_216)
         delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
+        delivery.maxCrashes = reader.int("notifier.maxCrashes", default: 3, range: 1...100)
+        var retention = Retention()
+        retention.delivered = reader.double(
+            "notifier.retention.delivered", default: retention.delivered, range: 0...3_650 * 86_400)
+        retention.undeliverable = reader.double(
+            "notifier.retention.undeliverable", default: retention.undeliverable, range: 0...3_650 * 86_400)
+        retention.pruneInterval = reader.double(
+            "notifier.retention.pruneInterval", default: retention.pruneInterval, range: 1...86_400)
         let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let http = reader.hostPort("notifier.http")
         let maxPayload = reader.int("notifier.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
         let log = LogSettings.read(from: reader)
         if delivery.maxBackoff < delivery.initialBackoff {
             reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
+        }
+        if retention.delivered < Double(sessionExpiry) {
+            reader.reject(
+                "notifier.retention.delivered",
+                "must be at least notifier.sessionExpiry (\(sessionExpiry) s): the outbox row is what keeps an event "
+                    + "redelivered by the broker from firing its rules again")
         }
         if delivery.connectTimeout > delivery.timeout {
             reader.reject("notifier.connectTimeout", "must not be above notifier.timeout (the whole attempt)")
@@ -143,6 +172,7 @@ public struct NotifierConfiguration: ServiceSettings {
             broker: broker, prefix: prefix, instance: instance, databasePath: database, venues: venues,
             channels: channels, delivery: delivery, log: log)
         configuration.sessionExpiry = sessionExpiry
+        configuration.retention = retention
         configuration.http = http
         configuration.maxPayloadBytes = maxPayload
         return configuration

@@ -183,15 +183,15 @@ final class NotifierHarness: Sendable {
     func outboxRow(
         _ key: String
     ) throws -> (
-        state: String, attempts: Int, nextAttempt: Date, created: Date, lastError: String?
+        state: String, attempts: Int, nextAttempt: Date, created: Date, inFlight: Bool, lastError: String?
     )? {
         let store = try NotifierStore(path: databasePath, readOnly: true)
         return try store.database.row(
-            "SELECT state, attempts, next_attempt, created, last_error FROM outbox WHERE key = ?", key
+            "SELECT state, attempts, next_attempt, created, in_flight, last_error FROM outbox WHERE key = ?", key
         ).map {
             (
                 $0[0].string ?? "", $0[1].int ?? 0, Date(timeIntervalSince1970: $0[2].double ?? 0),
-                Date(timeIntervalSince1970: $0[3].double ?? 0), $0[4].string
+                Date(timeIntervalSince1970: $0[3].double ?? 0), $0[4].int == 1, $0[5].string
             )
         }
     }
