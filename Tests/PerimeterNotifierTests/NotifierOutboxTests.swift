@@ -116,7 +116,8 @@ struct NotifierOutboxTests {
 
             let failed = try await runProduct(["notifier", "retry", "--database", database, "--state", "failed"])
             #expect(failed.status == .exited(0), "\(failed)")
-            #expect(failed.stdout.contains("re-queued evA:ra channel=refusing was=failed attempts=1"), "\(failed.stdout)")
+            #expect(
+                failed.stdout.contains("re-queued evA:ra channel=refusing was=failed attempts=1"), "\(failed.stdout)")
             #expect(failed.stdout.contains("1 notification(s) re-queued"))
             #expect(try harness.outboxRow("evB:rb")?.state == "dead", "--state failed leaves dead rows alone")
             // Nothing rings the running notifier: it looks again within a minute of its clock.
