@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "PerimeterStore", dependencies: ["CSQLite"]),
         // Webhook (HTTP) and mail (SMTP) clients over libcurl, HMAC-SHA256 over libcrypto, plain
         // TCP for the agent's gpsd socket: the only importer of libcurl and OpenSSL.
-        .target(name: "PerimeterNet", dependencies: ["CCurl", "COpenSSL"]),
+        .target(name: "PerimeterNet", dependencies: ["PerimeterCore", "CCurl", "COpenSSL"]),
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
