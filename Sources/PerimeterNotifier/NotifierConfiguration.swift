@@ -234,11 +234,16 @@ public struct NotifierConfiguration: ServiceSettings {
             if host.isEmpty || host.contains(where: { "/@?#% \r\n\t".contains($0) }) {
                 reader.reject("\(key).host", "the SMTP relay's host name or address is required, got '\(host)'")
             }
+            // Refused with its reason rather than as an unknown value.
+            let startTLS: SMTPClient.StartTLS
             if reader.optionalString("\(key).startTLS") == "opportunistic" {
                 reader.reject(
                     "\(key).startTLS",
                     "opportunistic STARTTLS can be stripped by anyone on the path; use \"required\" (the default), "
                         + "or \"never\" for a relay on this machine")
+                startTLS = .required
+            } else {
+                startTLS = reader.choice("\(key).startTLS", default: SMTPClient.StartTLS.required)
             }
             let helo = reader.string("\(key).helo", default: "perimeter.localhost")
             if helo.isEmpty
@@ -248,7 +253,7 @@ public struct NotifierConfiguration: ServiceSettings {
             }
             let relay = SMTPClient.Relay(
                 host: host, port: reader.int("\(key).port", default: 25, range: 1...65535),
-                startTLS: reader.choice("\(key).startTLS", default: SMTPClient.StartTLS.required), caFile: caFile,
+                startTLS: startTLS, caFile: caFile,
                 username: reader.optionalString("\(key).username"),
                 password: reader.optionalString("\(key).password", secret: true), heloName: helo,
                 timeout: reader.double("\(key).timeout", default: 30, range: 0.1...600),
