@@ -14,9 +14,9 @@ final class CurlTransfer {
     private let handle: UnsafeMutableRawPointer  // CURL *, an opaque void pointer in curl.h
     private let collector: Collector
     private var lists: [UnsafeMutablePointer<curl_slist>] = []
-    /// Strings handed to curl by pointer that it does not copy (none today: curl copies every
-    /// string option, but the error buffer must outlive the transfer).
-    private var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    /// curl writes its words for a failure here; it keeps the pointer, so the buffer is
+    /// allocated once (an array's storage may move) and freed with the handle.
+    private let errorBuffer: UnsafeMutablePointer<CChar>
     let context: String
 
     /// What the callbacks collected, and the bounds they enforce.
@@ -55,12 +55,11 @@ final class CurlTransfer {
                 .transfer, code: -1, function: "curl_easy_init", context: context, detail: "curl_easy_init failed")
         }
         self.handle = handle
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         collector = Collector(maxBodyBytes: maxBodyBytes, maxHeaderBytes: maxHeaderBytes)
         let pointer = Unmanaged.passUnretained(collector).toOpaque()
-        try check(
-            errorBuffer.withUnsafeMutableBufferPointer {
-                perimeter_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, $0.baseAddress)
-            }, "CURLOPT_ERRORBUFFER")
+        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
         try set(CURLOPT_NOSIGNAL, 1)  // many transfers on many threads: no SIGALRM for timeouts
         try check(perimeter_curl_setopt_write(handle, CURLOPT_WRITEFUNCTION, writeBody), "CURLOPT_WRITEFUNCTION")
         try check(perimeter_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, pointer), "CURLOPT_WRITEDATA")
@@ -71,6 +70,7 @@ final class CurlTransfer {
     deinit {
         curl_easy_cleanup(handle)
         for list in lists { curl_slist_free_all(list) }
+        errorBuffer.deallocate()
     }
 
     var collected: Collector { collector }
@@ -132,7 +132,8 @@ final class CurlTransfer {
         guard code != CURLE_OK else { return }
         // curl's specific words (the error buffer) after its general ones for the code.
         let general = String(cString: curl_easy_strerror(code))
-        let specific = String(decoding: errorBuffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        errorBuffer[Int(CURL_ERROR_SIZE)] = 0  // curl NUL-terminates; this makes sure
+        let specific = String(cString: errorBuffer)
         var detail =
             collector.abortReason ?? (specific.isEmpty || specific == general ? general : "\(general): \(specific)")
         // curl says only "Out of memory" when one header line exceeds its own limit (100 KiB,
