@@ -23,6 +23,7 @@ let package = Package(
             name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -30,8 +31,9 @@ let package = Package(
         // Thin wrappers: the only importers of their C library.
         .target(name: "PerimeterMQTT", dependencies: ["CMosquitto"]),
         .target(name: "PerimeterStore", dependencies: ["CSQLite"]),
-        // TCP with TLS, HMAC-SHA256, HTTP and SMTP clients: the only importer of OpenSSL.
-        .target(name: "PerimeterNet", dependencies: ["COpenSSL"]),
+        // Webhook (HTTP) and mail (SMTP) clients over libcurl, HMAC-SHA256 over libcrypto, plain
+        // TCP for the agent's gpsd socket: the only importer of libcurl and OpenSSL.
+        .target(name: "PerimeterNet", dependencies: ["PerimeterCore", "CCurl", "COpenSSL"]),
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),

@@ -11,7 +11,9 @@ set -eu
 # gpsd: the agent's gpsd source is tested against the real daemon fed real NMEA captures,
 # directly and through gpsfake (gpsd-clients; installed without recommends, as everything here).
 # nats-server: BrokerTierTests run a three-node NATS cluster with MQTT (deploy/nats/).
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server"
+# libcurl4-openssl-dev: the notifier's webhook and mail channels go out through libcurl (its
+# OpenSSL flavour, the TLS library already linked for HMAC).
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

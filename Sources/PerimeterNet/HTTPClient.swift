@@ -1,101 +1,129 @@
+import CCurl
 import Foundation
 
-/// A small HTTP/1.1 client for webhooks: one request per connection (`Connection: close`),
-/// http and https, a deadline for the whole exchange, bodies by length, chunked, or to the end.
+/// Webhook POSTs over libcurl's easy interface, with the limits a notifier needs against any
+/// receiver: certificate and host verification always on, connect, whole-transfer and stall
+/// timeouts, caps on the answer's headers and body, no redirects, no proxy unless configured,
+/// and the URL sent exactly as configured (never percent-decoded or normalised).
+///
+/// Blocking: call it on a thread of its own (``Blocking/run(_:)``).
 public enum HTTPClient {
+    /// Which proxy, if any: none (the default — `http_proxy` and friends are ignored), one
+    /// given explicitly, or the standard environment variables.
+    public enum Proxy: Sendable, Hashable {
+        case none
+        case url(String)
+        case environment
+    }
+
+    public struct Options: Sendable, Hashable {
+        /// CA certificates to trust instead of the system's (a private CA's receiver).
+        public var caFile: String?
+        public var proxy: Proxy
+        /// Seconds to set up the connection (TCP and TLS).
+        public var connectTimeout: Double
+        /// Seconds for the whole exchange, connection to the end of the answer.
+        public var timeout: Double
+        /// Seconds below 1 byte/s after which a stalled exchange is given up.
+        public var stallTimeout: Double
+        /// The most body bytes read from an answer; past it the exchange stops.
+        public var maxResponseBytes: Int
+        /// The most header bytes read from an answer; past it the exchange stops.
+        public var maxHeaderBytes: Int
+
+        public init(
+            caFile: String? = nil, proxy: Proxy = .none, connectTimeout: Double = 10, timeout: Double = 30,
+            stallTimeout: Double = 10, maxResponseBytes: Int = 65_536, maxHeaderBytes: Int = 32_768
+        ) {
+            self.caFile = caFile
+            self.proxy = proxy
+            self.connectTimeout = connectTimeout
+            self.timeout = timeout
+            self.stallTimeout = stallTimeout
+            self.maxResponseBytes = maxResponseBytes
+            self.maxHeaderBytes = maxHeaderBytes
+        }
+    }
+
     public struct Response: Sendable {
         public var status: Int
-        /// Header names lowercased.
-        public var headers: [String: String]
+        /// The answer's header lines as they came (the last response's block, status line first).
+        public var headerLines: [[UInt8]]
         public var body: [UInt8]
     }
 
     /// POSTs `body` to `url`.
-    /// - Throws: ``NetError`` when the exchange fails (no response).
+    /// - Parameters:
+    ///   - url: an `http://` or `https://` URL, used byte for byte as given.
+    ///   - headers: request headers; a name that is not a token, or a value holding CR, LF or
+    ///     NUL, is refused before anything is sent.
+    /// - Throws: ``CurlError`` when there is no complete answer (the request, curl's reason).
     public static func post(
-        _ url: URL, headers: [(String, String)], body: [UInt8], timeout: Double, tls: TCPConnection.TLS = .init()
-    ) throws -> Response {
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host else {
-            throw NetError(.protocolError, "not an http(s) URL: \(url)")
-        }
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
-        let connection = try TCPConnection(host: host, port: port, timeout: timeout)
-        defer { connection.close() }
-        if scheme == "https" { try connection.startTLS(tls) }
-        var path = url.path.isEmpty ? "/" : url.path
-        if let query = url.query { path += "?" + query }
-        var head = "POST \(path) HTTP/1.1\r\nHost: \(host)\(url.port.map { ":\($0)" } ?? "")\r\n"
-        head += "Content-Length: \(body.count)\r\nConnection: close\r\n"
+        _ url: String, headers: [(String, String)], body: [UInt8], options: Options
+    ) throws(CurlError) -> Response {
+        let context = "POST \(redacted(url))"
         for (name, value) in headers {
-            // Header values come from configuration and ids validated as plain ASCII; refuse
-            // anything that could split the header block all the same.
-            guard !name.contains(where: \.isNewline), !value.contains(where: \.isNewline) else {
-                throw NetError(.protocolError, "header \(name) holds a line break")
+            guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }) else {
+                throw CurlError(
+                    .invalidRequest, code: 0, function: "", context: context,
+                    detail: "header name '\(name)' is not an HTTP token")
             }
-            head += "\(name): \(value)\r\n"
-        }
-        head += "\r\n"
-        try connection.write(Array(head.utf8) + body)
-        var received: [UInt8] = []
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let chunk = try connection.read()
-            if chunk.isEmpty { break }
-            received += chunk
-            if let response = try? parse(received, complete: false) { return response }
-            if Date() > deadline {
-                throw NetError(.timeout, "no complete response from \(host):\(port) in \(timeout) s")
+            guard !value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
+                throw CurlError(
+                    .invalidRequest, code: 0, function: "", context: context,
+                    detail: "the value of header \(name) holds a line break or NUL; refused")
             }
-            if received.count > 4 << 20 { break }
         }
-        return try parse(received, complete: true)
+        let transfer = try CurlTransfer(
+            context: context, maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
+        try transfer.set(CURLOPT_URL, url)
+        try transfer.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try transfer.set(CURLOPT_PATH_AS_IS, 1)  // `/../` and the like go out as configured
+        try transfer.set(CURLOPT_FOLLOWLOCATION, 0)
+        try transfer.set(CURLOPT_HTTP09_ALLOWED, 0)
+        try setCommon(transfer, caFile: options.caFile, proxy: options.proxy, options: options)
+        try transfer.set(CURLOPT_POST, 1)
+        try transfer.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: body.count)
+        try body.withUnsafeBufferPointer { buffer throws(CurlError) in
+            // COPYPOSTFIELDS copies the bytes (POSTFIELDSIZE first, so a NUL does not end them).
+            try transfer.set(CURLOPT_COPYPOSTFIELDS, pointer: buffer.baseAddress.map(UnsafeRawPointer.init))
+        }
+        // "Expect:" off: curl would wait up to a second for a 100 Continue on larger bodies.
+        try transfer.set(CURLOPT_HTTPHEADER, list: headers.map { "\($0.0): \($0.1)" } + ["Expect:"])
+        try transfer.perform()
+        return Response(
+            status: transfer.responseCode, headerLines: transfer.collected.headerLines, body: transfer.collected.body)
     }
 
-    /// Parses a response; with `complete: false` throws until the whole body is there.
-    static func parse(_ bytes: [UInt8], complete: Bool) throws -> Response {
-        let separator: [UInt8] = [13, 10, 13, 10]
-        guard let end = bytes.firstRange(of: separator) else {
-            throw NetError(.protocolError, "response without a complete header (\(bytes.count) bytes)")
+    /// Options both clients share: verification, timeouts, the stall limit, the proxy.
+    static func setCommon(
+        _ transfer: CurlTransfer, caFile: String?, proxy: Proxy, options: Options
+    ) throws(CurlError) {
+        try transfer.set(CURLOPT_SSL_VERIFYPEER, 1)
+        try transfer.set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile { try transfer.set(CURLOPT_CAINFO, caFile) }
+        try transfer.set(CURLOPT_CONNECTTIMEOUT_MS, seconds: options.connectTimeout)
+        try transfer.set(CURLOPT_TIMEOUT_MS, seconds: options.timeout)
+        try transfer.set(CURLOPT_LOW_SPEED_LIMIT, 1)
+        try transfer.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stallTimeout.rounded(.up))))
+        switch proxy {
+        case .none: try transfer.set(CURLOPT_PROXY, "")  // empty: no proxy, the variables ignored
+        case .url(let url): try transfer.set(CURLOPT_PROXY, url)
+        case .environment: break
         }
-        let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
-        var lines = head.components(separatedBy: "\r\n")
-        let statusLine = lines.removeFirst().split(separator: " ", maxSplits: 2)
-        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/"), let status = Int(statusLine[1]) else {
-            throw NetError(.protocolError, "not an HTTP status line: \(lines.first ?? head.prefix(80).description)")
-        }
-        var headers: [String: String] = [:]
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
-                in: .whitespaces)
-        }
-        var body = Array(bytes[end.upperBound...])
-        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
-            body = try dechunk(body)
-        } else if let length = headers["content-length"].flatMap(Int.init) {
-            guard body.count >= length else { throw NetError(.protocolError, "body shorter than its Content-Length") }
-            body = Array(body.prefix(length))
-        } else if !complete {
-            throw NetError(.protocolError, "body runs to the end of the stream")
-        }
-        return Response(status: status, headers: headers, body: body)
     }
 
-    static func dechunk(_ bytes: [UInt8]) throws -> [UInt8] {
-        var out: [UInt8] = []
-        var index = 0
-        while true {
-            guard let lineEnd = bytes[index...].firstRange(of: [13, 10]) else {
-                throw NetError(.protocolError, "incomplete chunk")
+    /// The URL for logs and errors: scheme, host, port and path; no credentials, no query.
+    public static func redacted(_ url: String) -> String {
+        var text = Substring(url)
+        if let query = text.firstIndex(where: { $0 == "?" || $0 == "#" }) { text = text[..<query] }
+        if let scheme = text.range(of: "://") {
+            let rest = text[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+            if let at = rest[..<authorityEnd].lastIndex(of: "@") {
+                text = text[..<scheme.upperBound] + "…@" + rest[rest.index(after: at)...]
             }
-            let sizeText = String(decoding: bytes[index..<lineEnd.lowerBound], as: UTF8.self)
-            guard let size = Int(sizeText.split(separator: ";")[0].trimmingCharacters(in: .whitespaces), radix: 16)
-            else { throw NetError(.protocolError, "bad chunk size '\(sizeText)'") }
-            index = lineEnd.upperBound
-            if size == 0 { return out }
-            guard bytes.count >= index + size + 2 else { throw NetError(.protocolError, "incomplete chunk") }
-            out += bytes[index..<index + size]
-            index += size + 2
         }
+        return String(text)
     }
 }

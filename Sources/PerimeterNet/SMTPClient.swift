@@ -1,13 +1,16 @@
+import CCurl
 import Foundation
 
-/// Sends one message to an SMTP relay (RFC 5321): EHLO, STARTTLS when the relay offers it
-/// (or required), AUTH PLAIN when credentials are given (only over TLS), MAIL, RCPT, DATA.
+/// Sends one message to an SMTP relay over libcurl: EHLO, STARTTLS (required unless the relay
+/// is on loopback and the configuration says `never`), AUTH when credentials are given (only
+/// ever after TLS), MAIL, RCPT, DATA — curl speaks the protocol, dot-stuffs and checks replies.
+///
+/// Blocking: call it on a thread of its own (``Blocking/run(_:)``).
 public enum SMTPClient {
     public enum StartTLS: String, Sendable, Hashable, CaseIterable {
-        /// Upgrade when the relay offers STARTTLS (the default).
-        case opportunistic
-        /// Refuse to send unless the session is upgraded.
+        /// Refuse to send unless the session is upgraded with STARTTLS (the default).
         case required
+        /// Plain SMTP: allowed only for a relay on a loopback address (a local MTA).
         case never
     }
 
@@ -15,164 +18,83 @@ public enum SMTPClient {
         public var host: String
         public var port: Int
         public var startTLS: StartTLS
-        public var tls: TCPConnection.TLS
+        /// CA certificates to trust instead of the system's.
+        public var caFile: String?
         public var username: String?
         public var password: String?
+        /// The name given in EHLO.
         public var heloName: String
+        /// Seconds for the whole session.
         public var timeout: Double
+        public var connectTimeout: Double
+        /// Seconds below 1 byte/s after which a stalled session is given up.
+        public var stallTimeout: Double
+        public var proxy: HTTPClient.Proxy
 
         public init(
-            host: String, port: Int = 25, startTLS: StartTLS = .opportunistic, tls: TCPConnection.TLS = .init(),
+            host: String, port: Int = 25, startTLS: StartTLS = .required, caFile: String? = nil,
             username: String? = nil, password: String? = nil, heloName: String = "perimeter.localhost",
-            timeout: Double = 30
+            timeout: Double = 30, connectTimeout: Double = 10, stallTimeout: Double = 10,
+            proxy: HTTPClient.Proxy = .none
         ) {
             self.host = host
             self.port = port
             self.startTLS = startTLS
-            self.tls = tls
+            self.caFile = caFile
             self.username = username
             self.password = password
             self.heloName = heloName
             self.timeout = timeout
+            self.connectTimeout = connectTimeout
+            self.stallTimeout = stallTimeout
+            self.proxy = proxy
+        }
+
+        /// `smtp://host:port/helo` (curl takes the EHLO name from the path).
+        var url: String {
+            let bracketed = host.contains(":") ? "[\(host)]" : host
+            return "smtp://\(bracketed):\(port)/\(heloName)"
         }
     }
 
-    public struct Message: Sendable, Hashable {
-        public var from: String
-        public var to: [String]
-        public var subject: String
-        public var body: String
-        /// Without angle brackets: `key@perimeter`.
-        public var messageID: String
-        public var date: Date
-
-        public init(from: String, to: [String], subject: String, body: String, messageID: String, date: Date) {
-            self.from = from
-            self.to = to
-            self.subject = subject
-            self.body = body
-            self.messageID = messageID
-            self.date = date
-        }
+    /// Whether `host` names this machine: `localhost`, 127.0.0.0/8 or ::1 — the only relays
+    /// `startTLS: never` may be used with.
+    public static func isLoopback(_ host: String) -> Bool {
+        if host.lowercased() == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
-    /// A reply the relay gave instead of accepting: `permanent` for 5xx (do not retry).
-    public struct Refused: Error, Sendable, CustomStringConvertible {
-        public var code: Int
-        public var reply: String
-        public var step: String
-        public var permanent: Bool { code >= 500 }
-        public var description: String { "\(step): the relay answered \(code) \(reply)" }
-    }
-
-    /// Sends `message`; returns whether the session used TLS.
-    /// - Throws: ``Refused`` for a refusing reply, ``NetError`` for transport failures.
-    @discardableResult
-    public static func send(_ message: Message, via relay: Relay) throws -> Bool {
-        let connection = try TCPConnection(host: relay.host, port: relay.port, timeout: relay.timeout)
-        defer { connection.close() }
-        var session = Session(connection: connection)
-        try session.expect(220, step: "greeting")
-        var features = try session.command("EHLO \(relay.heloName)", expect: 250, step: "EHLO")
-        let offered = features.contains { $0.uppercased().hasPrefix("STARTTLS") }
-        if relay.startTLS == .required && !offered {
-            throw NetError(.tls, "the relay \(relay.host):\(relay.port) does not offer STARTTLS, which is required")
+    /// Sends `message` (its header block and body, CRLF lines, as after DATA) from `from` to
+    /// each of `to`.
+    /// - Throws: ``CurlError``; its `responseCode` is the relay's last reply code (5xx: permanent).
+    public static func send(_ message: [UInt8], from: String, to: [String], via relay: Relay) throws(CurlError) {
+        let context = "SMTP \(relay.host):\(relay.port)"
+        for address in [from] + to {
+            guard !address.isEmpty, address.contains("@"),
+                !address.contains(where: { "<>\r\n\0 ".contains($0) })
+            else {
+                throw CurlError(
+                    .invalidRequest, code: 0, function: "", context: context,
+                    detail: "'\(address)' is not a plain mail address")
+            }
         }
-        if relay.startTLS != .never && offered {
-            _ = try session.command("STARTTLS", expect: 220, step: "STARTTLS")
-            try connection.startTLS(relay.tls)
-            session.buffer.removeAll()
-            features = try session.command("EHLO \(relay.heloName)", expect: 250, step: "EHLO after STARTTLS")
-        }
+        let transfer = try CurlTransfer(context: context, maxBodyBytes: 65_536, maxHeaderBytes: 65_536)
+        try transfer.set(CURLOPT_URL, relay.url)
+        try transfer.set(CURLOPT_PROTOCOLS_STR, "smtp")
+        try transfer.set(
+            CURLOPT_USE_SSL, Int(relay.startTLS == .never ? CURLUSESSL_NONE.rawValue : CURLUSESSL_ALL.rawValue))
+        try HTTPClient.setCommon(
+            transfer, caFile: relay.caFile, proxy: relay.proxy,
+            options: HTTPClient.Options(
+                connectTimeout: relay.connectTimeout, timeout: relay.timeout, stallTimeout: relay.stallTimeout))
         if let username = relay.username {
-            guard connection.isTLS else {
-                throw NetError(.tls, "credentials for \(relay.host) are not sent over a connection without TLS")
-            }
-            let token = Data(([0] + Array(username.utf8) + [0] + Array((relay.password ?? "").utf8)))
-                .base64EncodedString()
-            _ = try session.command("AUTH PLAIN \(token)", expect: 235, step: "AUTH")
+            try transfer.set(CURLOPT_USERNAME, username)
+            try transfer.set(CURLOPT_PASSWORD, relay.password ?? "")
         }
-        _ = try session.command("MAIL FROM:<\(try address(message.from))>", expect: 250, step: "MAIL FROM")
-        for recipient in message.to {
-            _ = try session.command("RCPT TO:<\(try address(recipient))>", expect: 250, step: "RCPT TO \(recipient)")
-        }
-        _ = try session.command("DATA", expect: 354, step: "DATA")
-        try connection.write(Array(render(message).utf8))
-        _ = try session.command(".", expect: 250, step: "end of DATA")
-        _ = try? session.command("QUIT", expect: 221, step: "QUIT")
-        return connection.isTLS
-    }
-
-    /// An address without brackets or line breaks.
-    static func address(_ text: String) throws -> String {
-        guard !text.isEmpty, text.contains("@"), !text.contains(where: { "<>\r\n ".contains($0) }) else {
-            throw NetError(.protocolError, "not a plain mail address: '\(text)'")
-        }
-        return text
-    }
-
-    /// The message as DATA: headers, a UTF-8 body in base64 (safe for any line length and
-    /// 7-bit relays), dot-stuffing moot because base64 lines never start with '.'.
-    static func render(_ message: Message) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss '+0000'"
-        let subject =
-            message.subject.allSatisfy { $0.isASCII && !$0.isNewline }
-            ? message.subject : "=?UTF-8?B?\(Data(message.subject.utf8).base64EncodedString())?="
-        var text = "From: <\(message.from)>\r\nTo: \(message.to.map { "<\($0)>" }.joined(separator: ", "))\r\n"
-        text += "Subject: \(subject)\r\nDate: \(formatter.string(from: message.date))\r\n"
-        text += "Message-ID: <\(message.messageID)>\r\nMIME-Version: 1.0\r\n"
-        text += "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: base64\r\n\r\n"
-        let encoded = Data(message.body.utf8).base64EncodedString(options: [
-            .lineLength76Characters, .endLineWithCarriageReturn, .endLineWithLineFeed,
-        ])
-        text += encoded + "\r\n"
-        return text
-    }
-
-    struct Session {
-        let connection: TCPConnection
-        var buffer: [UInt8] = []
-
-        /// One reply (all its lines); throws ``Refused`` unless its code is `code`.
-        mutating func expect(_ code: Int, step: String) throws {
-            _ = try reply(expect: code, step: step)
-        }
-
-        mutating func command(_ line: String, expect code: Int, step: String) throws -> [String] {
-            try connection.write(line + "\r\n")
-            return try reply(expect: code, step: step)
-        }
-
-        private mutating func reply(expect code: Int, step: String) throws -> [String] {
-            var lines: [String] = []
-            while true {
-                let line = try readLine()
-                guard line.count >= 3, let found = Int(line.prefix(3)) else {
-                    throw NetError(.protocolError, "\(step): not an SMTP reply: '\(line)'")
-                }
-                lines.append(String(line.dropFirst(4)))
-                if line.count == 3 || line[line.index(line.startIndex, offsetBy: 3)] != "-" {
-                    if found != code { throw Refused(code: found, reply: lines.joined(separator: " "), step: step) }
-                    return lines
-                }
-            }
-        }
-
-        private mutating func readLine() throws -> String {
-            while true {
-                if let end = buffer.firstRange(of: [13, 10]) {
-                    let line = String(decoding: buffer[..<end.lowerBound], as: UTF8.self)
-                    buffer.removeSubrange(..<end.upperBound)
-                    return line
-                }
-                let chunk = try connection.read()
-                if chunk.isEmpty { throw NetError(.io, "the relay closed the connection") }
-                buffer += chunk
-                if buffer.count > 65_536 { throw NetError(.protocolError, "reply line too long") }
-            }
-        }
+        try transfer.set(CURLOPT_MAIL_FROM, "<\(from)>")
+        try transfer.set(CURLOPT_MAIL_RCPT, list: to.map { "<\($0)>" })
+        try transfer.upload(message)
+        try transfer.perform()
     }
 }

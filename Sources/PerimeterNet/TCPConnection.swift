@@ -1,32 +1,20 @@
-import COpenSSL
 import Foundation
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A blocking TCP connection with timeouts, optionally upgraded to TLS (OpenSSL): the one
-/// transport under the webhook and mail channels. Blocking calls belong on a thread of their
-/// own (``Blocking/run(_:)``), never on the cooperative pool.
+/// A blocking plain TCP connection with timeouts: the agent's gpsd socket. (Webhooks and mail
+/// go through libcurl: ``HTTPClient``, ``SMTPClient``.) Blocking calls belong on a thread of
+/// their own (``Blocking/run(_:)``), never on the cooperative pool.
 ///
 /// - Important: one owner at a time; not for concurrent use.
 public final class TCPConnection: @unchecked Sendable {
-    // @unchecked: the socket and SSL handles are used by one thread at a time (the owner's).
+    // @unchecked: the socket is used by one thread at a time (the owner's); shutdown() from
+    // another thread only ends the stream.
     private var fd: Int32
-    private var ssl: OpaquePointer?
-    private var context: OpaquePointer?
     public let host: String
     public let port: Int
-
-    /// TLS settings: the CA file to trust (else the system's), and whether to verify at all.
-    public struct TLS: Sendable, Hashable {
-        public var caFile: String?
-        public var verify: Bool
-        public init(caFile: String? = nil, verify: Bool = true) {
-            self.caFile = caFile
-            self.verify = verify
-        }
-    }
 
     /// Connects within `timeout` seconds; later reads and writes time out after `timeout` too.
     public convenience init(host: String, port: Int, timeout: Double) throws {
@@ -105,15 +93,6 @@ public final class TCPConnection: @unchecked Sendable {
     deinit { close() }
 
     public func close() {
-        if let ssl {
-            SSL_shutdown(ssl)
-            SSL_free(ssl)
-            self.ssl = nil
-        }
-        if let context {
-            SSL_CTX_free(context)
-            self.context = nil
-        }
         if fd >= 0 {
             Glibc.close(fd)
             fd = -1
@@ -126,65 +105,12 @@ public final class TCPConnection: @unchecked Sendable {
         if fd >= 0 { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
-    public var isTLS: Bool { ssl != nil }
-
-    /// Starts TLS on the connection (at once for https, after STARTTLS for mail), checking the
-    /// peer's certificate against `host` unless `tls.verify` is false.
-    public func startTLS(_ tls: TLS) throws {
-        guard let context = SSL_CTX_new(TLS_client_method()) else { throw NetError(.tls, Self.sslError("SSL_CTX_new")) }
-        self.context = context
-        _ = perimeter_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION)
-        if tls.verify {
-            if let caFile = tls.caFile {
-                guard SSL_CTX_load_verify_locations(context, caFile, nil) == 1 else {
-                    throw NetError(
-                        .tls, "cannot load CA file \(caFile): \(Self.sslError("SSL_CTX_load_verify_locations"))")
-                }
-            } else {
-                SSL_CTX_set_default_verify_paths(context)
-            }
-            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
-        }
-        guard let ssl = SSL_new(context) else { throw NetError(.tls, Self.sslError("SSL_new")) }
-        self.ssl = ssl
-        SSL_set_fd(ssl, fd)
-        if tls.verify {
-            let param = SSL_get0_param(ssl)
-            if host.contains(":") || host.allSatisfy({ $0.isNumber || $0 == "." }) {
-                X509_VERIFY_PARAM_set1_ip_asc(param, host)
-            } else {
-                X509_VERIFY_PARAM_set1_host(param, host, 0)
-            }
-        }
-        if !host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) {
-            _ = perimeter_SSL_set_tlsext_host_name(ssl, host)
-        }
-        guard SSL_connect(ssl) == 1 else {
-            let verify = SSL_get_verify_result(ssl)
-            let detail =
-                verify != X509_V_OK
-                ? "certificate: \(String(cString: X509_verify_cert_error_string(verify)))"
-                : Self.sslError("SSL_connect")
-            throw NetError(.tls, "TLS with \(host):\(port) failed: \(detail)")
-        }
-    }
-
-    static func sslError(_ function: String) -> String {
-        let code = ERR_get_error()
-        guard code != 0 else { return "\(function) failed" }
-        var buffer = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &buffer, buffer.count)
-        return
-            "\(function): \(String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))"
-    }
-
     /// Writes every byte.
     public func write(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
             let written: Int = bytes.withUnsafeBufferPointer { buffer in
                 let start = buffer.baseAddress! + offset
-                if let ssl { return Int(SSL_write(ssl, start, Int32(bytes.count - offset))) }
                 return Glibc.send(fd, start, bytes.count - offset, Int32(MSG_NOSIGNAL))
             }
             if written <= 0 {
@@ -203,16 +129,13 @@ public final class TCPConnection: @unchecked Sendable {
     public func read(limit: Int = 16_384) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: limit)
         let count: Int = buffer.withUnsafeMutableBufferPointer { pointer in
-            if let ssl { return Int(SSL_read(ssl, pointer.baseAddress, Int32(limit))) }
             return Glibc.recv(fd, pointer.baseAddress, limit, 0)
         }
-        if count < 0 || (count == 0 && ssl != nil && SSL_get_error(ssl, 0) != SSL_ERROR_ZERO_RETURN && errno != 0) {
+        if count < 0 {
             if errno == EAGAIN || errno == EWOULDBLOCK {
                 throw NetError(.timeout, "reading from \(host):\(port) timed out")
             }
-            if count < 0 {
-                throw NetError(.io, "reading from \(host):\(port) failed: \(String(cString: strerror(errno)))")
-            }
+            throw NetError(.io, "reading from \(host):\(port) failed: \(String(cString: strerror(errno)))")
         }
         return Array(buffer.prefix(max(0, count)))
     }

@@ -3,30 +3,21 @@ import PerimeterCore
 import PerimeterMQTT
 import PerimeterNet
 
-/// How one delivery attempt ended.
-public enum DeliveryOutcome: Sendable, Equatable {
-    case delivered
-    /// Worth trying again (5xx, 408, 429, a timeout, a connection failure); `after`: the
-    /// peer's Retry-After, when it gave one.
-    case retry(String, after: Double?)
-    /// Trying again would not help (4xx other than 408 and 429, a 5xx mail reply, an ACL refusal).
-    case failed(String)
-}
-
 /// Sends one outbox row over its channel. Blocking I/O runs on threads of its own.
 struct ChannelSender: Sendable {
     let client: MQTTClient
     let prefix: String
-    let timeout: Double
-    /// "Now" for an HTTP-date Retry-After and a mail's Date header.
+    /// "Now" for webhook-timestamp, an HTTP-date Retry-After and a mail's Date header.
     let clock: any TimeSource
+    /// Each venue's time zone, for a mail's Date header.
+    let timeZones: [String: TimeZone]
 
     func send(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) async -> DeliveryOutcome {
         switch channel {
         case .mqtt(let template):
             return await publish(row, template: template)
-        case .webhook(let url, let secret, let tls):
-            return await post(row, url: url, secret: secret, tls: tls)
+        case .webhook(let url, let secret, let options):
+            return await post(row, url: url, secret: secret, options: options)
         case .mail(let relay, let from, let to):
             return await mail(row, relay: relay, from: from, to: to)
         }
@@ -60,67 +51,61 @@ struct ChannelSender: Sendable {
         }
     }
 
-    private func post(
-        _ row: NotifierStore.OutboxRow, url: URL, secret: String, tls: TCPConnection.TLS
-    ) async
-        -> DeliveryOutcome
-    {
-        let signature = Hex.encode(HMACSHA256.mac(key: Array(secret.utf8), message: row.record))
-        let headers = [
+    /// The request headers of one webhook attempt: Standard Webhooks' three (id, timestamp
+    /// from the service's clock, `v1,` signature over `id.timestamp.body`), the idempotency key
+    /// and the attempt number (both persisted: unchanged across restarts), and the body-only
+    /// signature of earlier releases (`X-Perimeter-Signature`, kept for one release).
+    static func webhookHeaders(
+        _ row: NotifierStore.OutboxRow, secret: WebhookSecret, now: Date
+    ) -> [(String, String)] {
+        let id = StandardWebhooks.webhookID(key: row.key)
+        let timestamp = Int64(now.timeIntervalSince1970.rounded(.down))
+        let signed = StandardWebhooks.signedContent(id: id, timestamp: timestamp, body: row.record)
+        let legacy = Hex.encode(HMACSHA256.mac(key: secret.key, message: row.record))
+        return [
             ("Content-Type", "application/json"), ("User-Agent", "perimeter-notifier"),
-            ("X-Perimeter-Signature", "sha256=\(signature)"), ("Idempotency-Key", row.key),
-            ("X-Perimeter-Attempt", "\(row.attempts + 1)"),
+            ("webhook-id", id), ("webhook-timestamp", "\(timestamp)"),
+            (
+                "webhook-signature",
+                StandardWebhooks.signatureHeader(mac: HMACSHA256.mac(key: secret.key, message: signed))
+            ),
+            ("Idempotency-Key", row.key), ("X-Perimeter-Attempt", "\(row.attempts)"),
+            ("X-Perimeter-Signature", "sha256=\(legacy)"),
         ]
-        let timeout = timeout
+    }
+
+    private func post(
+        _ row: NotifierStore.OutboxRow, url: String, secret: WebhookSecret, options: HTTPClient.Options
+    ) async -> DeliveryOutcome {
+        let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
         let body = row.record
         do {
             let response = try await Blocking.run {
-                try HTTPClient.post(url, headers: headers, body: body, timeout: timeout, tls: tls)
+                try HTTPClient.post(url, headers: headers, body: body, options: options)
             }
-            return Self.classify(status: response.status, retryAfter: response.headers["retry-after"], now: clock.now)
+            let fields = WebhookReply.headers(response.headerLines)
+            return WebhookReply.classify(status: response.status, retryAfter: fields["retry-after"], now: clock.now)
         } catch {
             return .retry("\(error)", after: nil)
         }
     }
 
-    /// 2xx delivered; 408, 429 and 5xx again (429 and 503 after their Retry-After); any other
-    /// status fails for good.
-    static func classify(status: Int, retryAfter: String?, now: Date) -> DeliveryOutcome {
-        switch status {
-        case 200..<300: return .delivered
-        case 408, 429, 500..<600:
-            return .retry("HTTP \(status)", after: retryAfter.flatMap { retryDelay($0, now: now) })
-        default: return .failed("HTTP \(status)")
-        }
-    }
-
-    /// `Retry-After`: seconds, or an HTTP date.
-    static func retryDelay(_ text: String, now: Date) -> Double? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return seconds }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.date(from: trimmed).map { max(0, $0.timeIntervalSince(now)) }
-    }
-
     private func mail(
         _ row: NotifierStore.OutboxRow, relay: SMTPClient.Relay, from: String, to: [String]
-    ) async
-        -> DeliveryOutcome
-    {
+    ) async -> DeliveryOutcome {
         let record = (try? JSONParser.parse(row.record)) ?? .null
-        let message = SMTPClient.Message(
+        let message = MailMessage(
             from: from, to: to,
             subject: record["title"]?.stringValue ?? "Perimeter: \(record["event"]?.stringValue ?? "event")",
-            body: (record["body"]?.stringValue ?? "") + "\n", messageID: "\(Hex.encode(Array(row.key.utf8)))@perimeter",
-            date: clock.now)
+            body: (record["body"]?.stringValue ?? "") + "\n",
+            messageID: MailMessage.messageID(key: row.key, from: from),
+            date: clock.now, timeZone: timeZones[row.venue] ?? TimeZone(identifier: "UTC")!)
+        let data = Array(message.rendered().utf8)
         do {
-            _ = try await Blocking.run { try SMTPClient.send(message, via: relay) }
+            try await Blocking.run { try SMTPClient.send(data, from: from, to: to, via: relay) }
             return .delivered
-        } catch let refused as SMTPClient.Refused {
-            return refused.permanent ? .failed("\(refused)") : .retry("\(refused)", after: nil)
+        } catch let error as CurlError {
+            return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")
         } catch {
             return .retry("\(error)", after: nil)
         }

@@ -9,9 +9,16 @@ import Synchronization
 /// peer's Retry-After wins); failed for good; dead after `maxAttempts` — the last two with a
 /// message on `deadletter/notifier`. Works on a database connection of its own.
 ///
+/// An attempt is recorded before it is sent (its count goes up, the row is marked in flight,
+/// committed), so the attempt number is never reused and a delivery that kills the process
+/// cannot be repeated forever: at start, rows still in flight count one crash each, and a row
+/// at `maxCrashes` crashes in a row is set aside as dead (`crashedDuringDelivery`).
+///
 /// One wait point: the loop sleeps on the doorbell, rung by the runtime when it queued rows and
 /// by each delivery as it finishes, with a timeout on the clock until the next pending row falls
-/// due. With nothing pending it sleeps until rung: an idle notifier costs nothing.
+/// due or the next pruning of old rows (`notifier.retention`), whichever is sooner, and at most
+/// a minute (rows re-queued by `notifier retry` are seen without a ring): an idle notifier
+/// wakes once a minute for one indexed query.
 final class Deliverer: @unchecked Sendable {
     // @unchecked: used by the one task that runs `run()`; its store connection stays there.
     private let configuration: NotifierConfiguration
@@ -38,7 +45,9 @@ final class Deliverer: @unchecked Sendable {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
         sender = ChannelSender(
-            client: client, prefix: configuration.prefix, timeout: configuration.delivery.timeout, clock: clock)
+            client: client, prefix: configuration.prefix, clock: clock,
+            timeZones: Dictionary(
+                configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client
         self.logger = logger
         self.metrics = metrics
@@ -48,17 +57,19 @@ final class Deliverer: @unchecked Sendable {
 
     typealias Finished = (row: NotifierStore.OutboxRow, outcome: DeliveryOutcome)
 
+    /// `PERIMETER_FAULT_KILL_IN_DELIVERY=channel`: the crash test's fault injection (SIGKILL
+    /// once an attempt on that channel is recorded, before it is sent — a delivery that takes
+    /// the process down). Unset in production.
+    private static let faultKillInDelivery = ProcessInfo.processInfo.environment["PERIMETER_FAULT_KILL_IN_DELIVERY"]
+
     func run() async {
         let capacity = configuration.delivery.concurrency
+        var deadletters = recoverInterrupted()
+        var nextPrune = clock.now
         await withDiscardingTaskGroup { group in
             var inFlight: Set<Int64> = []
             while !Task.isCancelled {
-                var deadletters: [(topic: String, record: JSONValue)] = []
-                let outcomes = finished.withLock { list in
-                    defer { list.removeAll() }
-                    return list
-                }
-                for done in outcomes {
+                for done in takeFinished() {
                     inFlight.remove(done.row.number)
                     do {
                         if let deadletter = try finish(done) { deadletters.append(deadletter) }
@@ -66,15 +77,27 @@ final class Deliverer: @unchecked Sendable {
                         logger.error("outbox update failed", metadata: ["error": "\(error)"])
                     }
                 }
+                if clock.now >= nextPrune {
+                    prune()
+                    nextPrune = clock.now.addingTimeInterval(configuration.retention.pruneInterval)
+                }
                 var timeout: Duration?
                 do {
+                    var starting: [(NotifierStore.OutboxRow, NotifierConfiguration.Channel)] = []
                     for row in try store.due(now: clock.now, excluding: inFlight, limit: capacity - inFlight.count) {
                         guard let channel = configuration.channels[row.channel] else {
                             let reason = "channel '\(row.channel)' is no longer configured"
-                            if let deadletter = try finish((row, .failed(reason))) { deadletters.append(deadletter) }
+                            deadletters.append(
+                                try giveUp(row, state: .failed, attempts: row.attempts, reason: reason, now: clock.now))
                             continue
                         }
+                        starting.append((row, channel))
+                    }
+                    // Recorded (and committed) before the first byte goes out.
+                    let begun = try store.begin(starting.map(\.0))
+                    for (row, (_, channel)) in zip(begun, starting) {
                         inFlight.insert(row.number)
+                        if let fault = Self.faultKillInDelivery, fault == row.channel { kill(getpid(), SIGKILL) }
                         group.addTask { [self] in
                             let outcome = await sender.send(row, over: channel)
                             finished.withLock { $0.append((row, outcome)) }
@@ -89,23 +112,77 @@ final class Deliverer: @unchecked Sendable {
                     logger.error("outbox read failed", metadata: ["error": "\(error)"])
                     timeout = .seconds(1)
                 }
-                for (topic, record) in deadletters {
-                    group.addTask { [client, logger] in
-                        do { try await client.publish(topic, record.serialized(), qos: .atLeastOnce) } catch {
-                            logger.error("deadletter publish failed", metadata: ["error": "\(error)"])
-                        }
-                    }
-                }
+                // At most a minute even when idle: rows re-queued by `notifier retry` (another
+                // process) go out without waiting for anything else to ring.
+                let untilPrune = Duration.seconds(
+                    min(Self.longestWait, max(0, nextPrune.timeIntervalSince(clock.now))))
+                timeout = min(timeout ?? untilPrune, untilPrune)
+                publish(deadletters, in: &group)
+                deadletters.removeAll()
                 await doorbell.wait(timeout: timeout, on: clock)
             }
             group.cancelAll()
+        }
+        // Deliveries that ended while shutting down are recorded, so that a clean stop leaves
+        // nothing in flight (which the next start would count as a crash).
+        for done in takeFinished() { _ = try? finish(done) }
+    }
+
+    private func takeFinished() -> [Finished] {
+        finished.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+    }
+
+    private func publish(
+        _ deadletters: [(topic: String, record: JSONValue)], in group: inout DiscardingTaskGroup
+    ) {
+        for (topic, record) in deadletters {
+            group.addTask { [client, logger] in
+                do { try await client.publish(topic, record.serialized(), qos: .atLeastOnce) } catch {
+                    logger.error("deadletter publish failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// Rows whose attempt was under way when the process died: set aside after `maxCrashes`
+    /// in a row, due again otherwise. Returns the deadletters of those set aside.
+    private func recoverInterrupted() -> [(topic: String, record: JSONValue)] {
+        do {
+            let setAside = try store.recoverInterrupted(
+                maxCrashes: configuration.delivery.maxCrashes, maxAttempts: configuration.delivery.maxAttempts,
+                now: clock.now)
+            return setAside.map { row, reason in
+                metrics.add("perimeter_notifications_total", labels: ["channel": row.channel, "result": "dead"])
+                logger.error(
+                    "notification set aside: its delivery never finished",
+                    metadata: ["key": .string(row.key), "channel": .string(row.channel), "reason": .string(reason)])
+                return deadletter(row, state: .dead, attempts: row.attempts, reason: reason, now: clock.now)
+            }
+        } catch {
+            logger.error("outbox recovery failed", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// Deletes finished rows past their retention (`notifier.retention`).
+    private func prune() {
+        do {
+            let pruned = try store.prune(
+                now: clock.now, delivered: configuration.retention.delivered,
+                undeliverable: configuration.retention.undeliverable)
+            if pruned > 0 { logger.info("outbox pruned", metadata: ["rows": "\(pruned)"]) }
+        } catch {
+            logger.error("outbox pruning failed", metadata: ["error": "\(error)"])
         }
     }
 
     /// Records an attempt's outcome; returns the deadletter message to publish, if any.
     private func finish(_ finished: Finished) throws -> (topic: String, record: JSONValue)? {
         let (row, outcome) = finished
-        let attempts = row.attempts + 1
+        let attempts = row.attempts  // counted when the attempt began
         let now = clock.now
         let channel = row.channel
         switch outcome {
@@ -115,11 +192,11 @@ final class Deliverer: @unchecked Sendable {
             metrics.observe(
                 "perimeter_notification_latency_seconds", now.timeIntervalSince(row.created),
                 labels: ["channel": channel])
-        case .retry(let reason, let after) where attempts < configuration.delivery.maxAttempts:
+        case .retry(let reason, let after) where attempts - row.retryBase < configuration.delivery.maxAttempts:
             let delay =
                 after
                 ?? retryBackoff(
-                    attempt: attempts, initial: configuration.delivery.initialBackoff,
+                    attempt: attempts - row.retryBase, initial: configuration.delivery.initialBackoff,
                     maximum: configuration.delivery.maxBackoff, unit: Double.random(in: 0...1, using: &random))
             try store.record(
                 row.number, state: .pending, attempts: attempts, error: reason,
@@ -147,6 +224,13 @@ final class Deliverer: @unchecked Sendable {
         logger.error(
             state == .dead ? "notification dead after its last attempt" : "notification failed for good",
             metadata: ["key": .string(row.key), "channel": .string(row.channel), "reason": .string(reason)])
+        return deadletter(row, state: state, attempts: attempts, reason: reason, now: now)
+    }
+
+    /// The `deadletter/notifier` message for a row given up on.
+    private func deadletter(
+        _ row: NotifierStore.OutboxRow, state: NotifierStore.State, attempts: Int, reason: String, now: Date
+    ) -> (topic: String, record: JSONValue) {
         let record: JSONValue = [
             "key": .string(row.key), "state": .string(state.rawValue), "rule": .string(row.rule),
             "channel": .string(row.channel), "subject": .string(row.subject), "attempts": .number(Double(attempts)),

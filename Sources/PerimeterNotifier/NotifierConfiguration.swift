@@ -27,9 +27,10 @@ public struct NotifierConfiguration: ServiceSettings {
         /// `notifications/{channel}/{subject}` under the venue, or `topic` with `{venue}`,
         /// `{channel}`, `{subject}`, `{region}`, `{rule}` filled in (each one topic level).
         case mqtt(topic: String?)
-        /// HTTP POST of the JSON record, signed with `secret` (HMAC-SHA256, hex, in
-        /// `X-Perimeter-Signature: sha256=…`).
-        case webhook(url: URL, secret: String, tls: TCPConnection.TLS)
+        /// HTTP POST of the JSON record to `url` (sent exactly as configured), signed with
+        /// `secret` the Standard Webhooks way (`webhook-id`, `webhook-timestamp`,
+        /// `webhook-signature: v1,…`) and, for one more release, in `X-Perimeter-Signature`.
+        case webhook(url: String, secret: WebhookSecret, options: HTTPClient.Options)
         /// Mail through an SMTP relay.
         case mail(relay: SMTPClient.Relay, from: String, to: [String])
 
@@ -42,15 +43,35 @@ public struct NotifierConfiguration: ServiceSettings {
         }
     }
 
-    /// Retry policy: capped exponential backoff with jitter; dead after `maxAttempts`.
+    /// Retry policy: capped exponential backoff with jitter; dead after `maxAttempts`, or
+    /// after `maxCrashes` attempts in a row that the notifier did not live to finish.
     public struct Delivery: Sendable {
         public var maxAttempts: Int = 8
         public var initialBackoff: Double = 1
         public var maxBackoff: Double = 300
-        /// Per attempt (connect, send, answer).
+        /// Per webhook attempt, connection to the end of the answer.
         public var timeout: Double = 10
+        /// Per webhook attempt, to set up the connection (TCP and TLS).
+        public var connectTimeout: Double = 10
+        /// A webhook exchange below 1 byte/s for this long is given up.
+        public var stallTimeout: Double = 10
+        /// The most bytes read of a webhook receiver's answer body.
+        public var maxResponseBytes: Int = 65_536
         /// Deliveries in flight at once.
         public var concurrency: Int = 4
+        /// Attempts on one row started and never finished (the process died) before it is set
+        /// aside as dead with the reason `crashedDuringDelivery`.
+        public var maxCrashes: Int = 3
+        public init() {}
+    }
+
+    /// How long finished outbox rows are kept, in seconds (pruned every `pruneInterval` on
+    /// the service's clock).
+    public struct Retention: Sendable {
+        public var delivered: Double = 7 * 86_400
+        /// Dead and failed rows: long enough for an operator to look and `notifier retry` them.
+        public var undeliverable: Double = 30 * 86_400
+        public var pruneInterval: Double = 3600
         public init() {}
     }
 
@@ -61,6 +82,7 @@ public struct NotifierConfiguration: ServiceSettings {
     public var venues: [Venue]
     public var channels: [String: Channel]
     public var delivery: Delivery
+    public var retention = Retention()
     public var sessionExpiry: Int = 86_400
     /// Larger inbound payloads are dead-lettered unread (`tooLarge`).
     public var maxPayloadBytes: Int = 65_536
@@ -91,13 +113,35 @@ public struct NotifierConfiguration: ServiceSettings {
         delivery.initialBackoff = reader.double("notifier.initialBackoff", default: 1, range: 0.01...3600)
         delivery.maxBackoff = reader.double("notifier.maxBackoff", default: 300, range: 0.01...86_400)
         delivery.timeout = reader.double("notifier.timeout", default: 10, range: 0.1...600)
+        delivery.connectTimeout = reader.double(
+            "notifier.connectTimeout", default: min(10, delivery.timeout), range: 0.1...600)
+        delivery.stallTimeout = reader.double("notifier.stallTimeout", default: 10, range: 1...600)
+        delivery.maxResponseBytes = reader.int(
+            "notifier.maxResponseBytes", default: 65_536, range: 1024...16_777_216)
         delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
+        delivery.maxCrashes = reader.int("notifier.maxCrashes", default: 3, range: 1...100)
+        var retention = Retention()
+        retention.delivered = reader.double(
+            "notifier.retention.delivered", default: retention.delivered, range: 0...3_650 * 86_400)
+        retention.undeliverable = reader.double(
+            "notifier.retention.undeliverable", default: retention.undeliverable, range: 0...3_650 * 86_400)
+        retention.pruneInterval = reader.double(
+            "notifier.retention.pruneInterval", default: retention.pruneInterval, range: 1...86_400)
         let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let http = reader.hostPort("notifier.http")
         let maxPayload = reader.int("notifier.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
         let log = LogSettings.read(from: reader)
         if delivery.maxBackoff < delivery.initialBackoff {
             reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
+        }
+        if retention.delivered < Double(sessionExpiry) {
+            reader.reject(
+                "notifier.retention.delivered",
+                "must be at least notifier.sessionExpiry (\(sessionExpiry) s): the outbox row is what keeps an event "
+                    + "redelivered by the broker from firing its rules again")
+        }
+        if delivery.connectTimeout > delivery.timeout {
+            reader.reject("notifier.connectTimeout", "must not be above notifier.timeout (the whole attempt)")
         }
 
         var venues: [Venue] = []
@@ -110,7 +154,7 @@ public struct NotifierConfiguration: ServiceSettings {
         }
         var channels: [String: Channel] = [:]
         for name in reader.children(of: "channels") {
-            if let channel = readChannel(name, reader) { channels[name] = channel }
+            if let channel = readChannel(name, reader, delivery: delivery) { channels[name] = channel }
         }
         if channels.isEmpty { reader.reject("channels", "configure at least one channel (mqtt, webhook or mail)") }
         // One file may configure the whole venue: the other services' settings are theirs.
@@ -128,6 +172,7 @@ public struct NotifierConfiguration: ServiceSettings {
             broker: broker, prefix: prefix, instance: instance, databasePath: database, venues: venues,
             channels: channels, delivery: delivery, log: log)
         configuration.sessionExpiry = sessionExpiry
+        configuration.retention = retention
         configuration.http = http
         configuration.maxPayloadBytes = maxPayload
         return configuration
@@ -135,7 +180,9 @@ public struct NotifierConfiguration: ServiceSettings {
 
     private enum Kind: String, CaseIterable { case mqtt, webhook, mail }
 
-    private static func readChannel(_ name: String, _ reader: ConfigReader) -> Channel? {
+    private static func readChannel(
+        _ name: String, _ reader: ConfigReader, delivery: Delivery
+    ) -> Channel? {
         let key = "channels.\(name)"
         if RuleParser.idProblem(name) != nil {
             reader.reject(key, "a channel name may hold only letters, digits, '.', '_' and '-'")
@@ -145,8 +192,12 @@ public struct NotifierConfiguration: ServiceSettings {
             reader.claim(key)
             return nil
         }
-        let tls = TCPConnection.TLS(
-            caFile: reader.optionalString("\(key).caFile"), verify: !reader.bool("\(key).insecure", default: false))
+        let caFile = reader.optionalString("\(key).caFile")
+        if reader.bool("\(key).insecure", default: false) {
+            reader.reject(
+                "\(key).insecure",
+                "certificate verification cannot be turned off; give the peer's CA certificate in \(key).caFile")
+        }
         switch kind {
         case .mqtt:
             let topic = reader.optionalString("\(key).topic")
@@ -156,27 +207,66 @@ public struct NotifierConfiguration: ServiceSettings {
             return .mqtt(topic: topic)
         case .webhook:
             let text = reader.string("\(key).url", default: "")
-            let secret = reader.string("\(key).secret", default: "", secret: true)
-            guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            let secretText = reader.string("\(key).secret", default: "", secret: true)
+            // The URL goes to curl byte for byte: no blanks or controls that a parser might
+            // drop or turn into something else.
+            guard !text.unicodeScalars.contains(where: { $0.value <= 32 || $0.value == 127 }),
+                let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
                 url.host != nil
             else {
-                reader.reject("\(key).url", "expected an http:// or https:// URL, got '\(text)'")
+                reader.reject(
+                    "\(key).url",
+                    "expected an http:// or https:// URL without blanks or control characters, got '\(text)'")
                 return nil
             }
-            if secret.count < 16 {
-                reader.reject("\(key).secret", "a signing secret of at least 16 characters is required")
+            let secret: WebhookSecret
+            do { secret = try WebhookSecret(secretText) } catch {
+                reader.reject("\(key).secret", "\(error)")
+                return nil
             }
-            return .webhook(url: url, secret: secret, tls: tls)
+            let options = HTTPClient.Options(
+                caFile: caFile, proxy: readProxy("\(key).proxy", reader), connectTimeout: delivery.connectTimeout,
+                timeout: delivery.timeout, stallTimeout: delivery.stallTimeout,
+                maxResponseBytes: delivery.maxResponseBytes)
+            return .webhook(url: text, secret: secret, options: options)
         case .mail:
             let host = reader.string("\(key).host", default: "")
-            if host.isEmpty { reader.reject("\(key).host", "the SMTP relay's host is required") }
+            if host.isEmpty || host.contains(where: { "/@?#% \r\n\t".contains($0) }) {
+                reader.reject("\(key).host", "the SMTP relay's host name or address is required, got '\(host)'")
+            }
+            // Refused with its reason rather than as an unknown value.
+            let startTLS: SMTPClient.StartTLS
+            if reader.optionalString("\(key).startTLS") == "opportunistic" {
+                reader.reject(
+                    "\(key).startTLS",
+                    "opportunistic STARTTLS can be stripped by anyone on the path; use \"required\" (the default), "
+                        + "or \"never\" for a relay on this machine")
+                startTLS = .required
+            } else {
+                startTLS = reader.choice("\(key).startTLS", default: SMTPClient.StartTLS.required)
+            }
+            let helo = reader.string("\(key).helo", default: "perimeter.localhost")
+            if helo.isEmpty
+                || !helo.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") })
+            {
+                reader.reject("\(key).helo", "expected a host name (letters, digits, '.', '-'), got '\(helo)'")
+            }
             let relay = SMTPClient.Relay(
                 host: host, port: reader.int("\(key).port", default: 25, range: 1...65535),
-                startTLS: reader.choice("\(key).startTLS", default: SMTPClient.StartTLS.opportunistic), tls: tls,
+                startTLS: startTLS, caFile: caFile,
                 username: reader.optionalString("\(key).username"),
-                password: reader.optionalString("\(key).password", secret: true),
-                heloName: reader.string("\(key).helo", default: "perimeter.localhost"),
-                timeout: reader.double("\(key).timeout", default: 30, range: 0.1...600))
+                password: reader.optionalString("\(key).password", secret: true), heloName: helo,
+                timeout: reader.double("\(key).timeout", default: 30, range: 0.1...600),
+                connectTimeout: delivery.connectTimeout, stallTimeout: delivery.stallTimeout)
+            if relay.startTLS == .never && !SMTPClient.isLoopback(host) {
+                reader.reject(
+                    "\(key).startTLS",
+                    "\"never\" is only allowed for a relay on a loopback address (localhost, 127.0.0.1, ::1), "
+                        + "not '\(host)'")
+            }
+            if relay.startTLS == .never && relay.username != nil {
+                reader.reject("\(key).username", "credentials are never sent without TLS (startTLS is \"never\")")
+            }
             let from = reader.string("\(key).from", default: "")
             var to: [String] = []
             switch reader.json("\(key).to") {
@@ -184,11 +274,31 @@ public struct NotifierConfiguration: ServiceSettings {
             case .string(let one)?: to = one.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             default: break
             }
-            if !from.contains("@") { reader.reject("\(key).from", "the sender's address is required") }
-            if to.isEmpty || !to.allSatisfy({ $0.contains("@") }) {
+            if !isPlainAddress(from) { reader.reject("\(key).from", "the sender's address is required, got '\(from)'") }
+            if to.isEmpty || !to.allSatisfy(isPlainAddress) {
                 reader.reject("\(key).to", "one or more recipient addresses are required")
             }
             return .mail(relay: relay, from: from, to: to)
         }
+    }
+
+    /// `local@domain` with no blanks, brackets or line breaks, the domain a host name.
+    private static func isPlainAddress(_ text: String) -> Bool {
+        let parts = text.split(separator: "@", omittingEmptySubsequences: false)
+        return parts.count == 2 && !parts[0].isEmpty && !parts[1].isEmpty
+            && !text.contains(where: { "<>\r\n\0 \t,".contains($0) })
+            && parts[1].allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-") }
+    }
+
+    /// `proxy`: unset (none: `http_proxy` and friends are ignored), `"environment"` (use them),
+    /// or a proxy URL.
+    private static func readProxy(_ key: String, _ reader: ConfigReader) -> HTTPClient.Proxy {
+        guard let text = reader.optionalString(key, secret: true), !text.isEmpty else { return .none }
+        if text == "environment" { return .environment }
+        guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
+            reader.reject(key, "expected \"environment\" or a proxy URL like http://proxy.example:3128")
+            return .none
+        }
+        return .url(text)
     }
 }

@@ -148,6 +148,13 @@ final class NotifierRuntime {
                 "channels": .string(channelNames.sorted().joined(separator: ",")),
                 "database": .string(configuration.databasePath),
             ])
+        for (name, channel) in configuration.channels.sorted(by: { $0.key < $1.key }) {
+            if case .mail(let relay, _, _) = channel, relay.startTLS == .never {
+                logger.warning(
+                    "mail channel sends without TLS (startTLS: never) to a loopback relay",
+                    metadata: ["channel": .string(name), "relay": .string("\(relay.host):\(relay.port)")])
+            }
+        }
         let deliverer = try Deliverer(
             configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell,
             clock: clock)

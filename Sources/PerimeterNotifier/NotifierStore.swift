@@ -37,6 +37,9 @@ public final class NotifierStore {
         public var state: State
         public var lastError: String?
         public var nextAttempt: Date
+        /// The attempt count when an operator last re-queued the row (`notifier retry`):
+        /// `maxAttempts` counts from here, while the attempt number sent keeps counting.
+        public var retryBase: Int = 0
     }
 
     static let migrations = [
@@ -78,7 +81,15 @@ public final class NotifierStore {
                     finished REAL,
                     UNIQUE (event_id, rule, channel));
                 CREATE INDEX outbox_due ON outbox(next_attempt) WHERE state = 'pending';
-                """)
+                """),
+        Migration(
+            2, "attempts recorded before they are sent; finished rows indexed for pruning",
+            sql: """
+                ALTER TABLE outbox ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE outbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE outbox ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX outbox_finished ON outbox(state, finished) WHERE state != 'pending';
+                """),
     ]
 
     public init(path: String, readOnly: Bool = false) throws {
@@ -208,7 +219,7 @@ public final class NotifierStore {
     }
 
     static let columns =
-        "number, key, venue, rule, channel, subject, record, attempts, created, state, last_error, next_attempt"
+        "number, key, venue, rule, channel, subject, record, attempts, created, state, last_error, next_attempt, retry_base"
 
     static func outboxRow(_ row: Row) -> OutboxRow {
         OutboxRow(
@@ -217,7 +228,7 @@ public final class NotifierStore {
             record: row[6].bytes ?? Array((row[6].string ?? "").utf8), attempts: row[7].int ?? 0,
             created: Date(timeIntervalSince1970: row[8].double ?? 0),
             state: State(rawValue: row[9].string ?? "") ?? .pending, lastError: row[10].string,
-            nextAttempt: Date(timeIntervalSince1970: row[11].double ?? 0))
+            nextAttempt: Date(timeIntervalSince1970: row[11].double ?? 0), retryBase: row[12].int ?? 0)
     }
 
     /// Pending rows due by `now`, earliest due first (then oldest), leaving out those in flight.
@@ -246,16 +257,135 @@ public final class NotifierStore {
             Date.init(timeIntervalSince1970:))
     }
 
-    /// Records an attempt: delivered, failed for good, dead, or pending again at `retryAt`.
+    /// Records that attempts on `rows` start now, in one transaction, before anything is
+    /// sent: each row's attempt count goes up and it is marked in flight. A row still in flight
+    /// when the notifier starts was being delivered when it died (``recoverInterrupted(maxCrashes:maxAttempts:now:)``).
+    /// Returns the rows with their new attempt numbers.
+    public func begin(_ rows: [OutboxRow]) throws -> [OutboxRow] {
+        guard !rows.isEmpty else { return [] }
+        try database.transaction {
+            for row in rows {
+                _ = try database.run(
+                    "UPDATE outbox SET attempts = attempts + 1, in_flight = 1 WHERE number = ?", row.number)
+            }
+        }
+        return rows.map { row in
+            var row = row
+            row.attempts += 1
+            return row
+        }
+    }
+
+    /// Rows whose attempt started and never finished: the process died during delivery. Each
+    /// counts one more crash in a row; a row at `maxCrashes` (a poison delivery that takes the
+    /// notifier down every time) or whose unfinished attempt was its last is set aside as
+    /// dead, the others are due again at once. Returns the rows set aside and why.
+    public func recoverInterrupted(
+        maxCrashes: Int, maxAttempts: Int, now: Date
+    ) throws -> [(row: OutboxRow, reason: String)] {
+        var setAside: [(row: OutboxRow, reason: String)] = []
+        try database.transaction {
+            let rows = try database.query(
+                "SELECT \(Self.columns), crashes FROM outbox WHERE in_flight = 1 AND state = 'pending'")
+            for found in rows {
+                let row = Self.outboxRow(found)
+                let crashes = (found[13].int ?? 0) + 1
+                let reason: String?
+                if crashes >= maxCrashes {
+                    reason =
+                        "crashedDuringDelivery: the notifier stopped during \(crashes) attempts in a row on this "
+                        + "notification (notifier.maxCrashes \(maxCrashes)); set aside"
+                } else if row.attempts - row.retryBase >= maxAttempts {
+                    reason = "the last attempt (\(row.attempts) of \(maxAttempts)) did not finish: the notifier stopped"
+                } else {
+                    reason = nil
+                }
+                _ = try database.run(
+                    """
+                    UPDATE outbox SET in_flight = 0, crashes = ?, state = ?, last_error = ?,
+                    finished = CASE WHEN ? = 'dead' THEN ? ELSE NULL END WHERE number = ?
+                    """, crashes, reason == nil ? State.pending.rawValue : State.dead.rawValue,
+                    reason ?? "attempt \(row.attempts) did not finish: the notifier stopped during delivery",
+                    reason == nil ? "pending" : "dead", now.timeIntervalSince1970, row.number)
+                if let reason { setAside.append((row, reason)) }
+            }
+        }
+        return setAside
+    }
+
+    /// Records how an attempt ended: delivered, failed for good, dead, or pending again at
+    /// `retryAt`. The row is no longer in flight and its run of crashes is over.
     public func record(
         _ number: Int64, state: State, attempts: Int, error: String?, retryAt: Date?, now: Date
     ) throws {
         _ = try database.run(
             """
             UPDATE outbox SET state = ?, attempts = ?, last_error = ?, next_attempt = coalesce(?, next_attempt),
-            finished = CASE WHEN ? = 'pending' THEN NULL ELSE ? END WHERE number = ?
+            in_flight = 0, crashes = 0, finished = CASE WHEN ? = 'pending' THEN NULL ELSE ? END WHERE number = ?
             """, state.rawValue, attempts, error, retryAt?.timeIntervalSince1970, state.rawValue,
             now.timeIntervalSince1970, number)
+    }
+
+    /// Deletes finished rows older than their retention: delivered ones finished before
+    /// `now - delivered`, dead and failed ones before `now - undeliverable`. Returns how many.
+    @discardableResult
+    public func prune(now: Date, delivered: Double, undeliverable: Double) throws -> Int {
+        let now = now.timeIntervalSince1970
+        return try database.run(
+            "DELETE FROM outbox WHERE state = 'delivered' AND finished < ?", now - delivered)
+            + database.run(
+                "DELETE FROM outbox WHERE state IN ('dead', 'failed') AND finished < ?", now - undeliverable)
+    }
+
+    /// Which rows ``requeue(_:now:)`` puts back: failed and dead ones (pending and delivered
+    /// rows are never touched), narrowed by any of key, rule, channel and state.
+    public struct Selection: Sendable, Equatable {
+        public var key: String?
+        public var rule: String?
+        public var channel: String?
+        /// `.failed` or `.dead`; nil: both.
+        public var state: State?
+        public init(key: String? = nil, rule: String? = nil, channel: String? = nil, state: State? = nil) {
+            self.key = key
+            self.rule = rule
+            self.channel = channel
+            self.state = state
+        }
+    }
+
+    /// Puts the selected failed and dead rows back in the queue, due at once whatever the
+    /// notifier's clock says (ahead of rows waiting for a retry), with a fresh run of
+    /// `maxAttempts` attempts; the attempt number sent keeps counting. Returns the rows as they
+    /// were before.
+    @discardableResult
+    public func requeue(_ selection: Selection) throws -> [OutboxRow] {
+        var conditions = ["state IN ('failed', 'dead')"]
+        var arguments: [any SQLBindable] = []
+        for (column, value) in [
+            ("key", selection.key), ("rule", selection.rule), ("channel", selection.channel),
+            ("state", selection.state?.rawValue),
+        ] {
+            if let value {
+                conditions.append("\(column) = ?")
+                arguments.append(value)
+            }
+        }
+        var rows: [OutboxRow] = []
+        try database.transaction {
+            rows = []
+            try database.forEach(
+                "SELECT \(Self.columns) FROM outbox WHERE \(conditions.joined(separator: " AND ")) ORDER BY number",
+                parameters: arguments
+            ) { rows.append(Self.outboxRow($0)) }
+            for row in rows {
+                _ = try database.run(
+                    """
+                    UPDATE outbox SET state = 'pending', next_attempt = 0, finished = NULL, in_flight = 0,
+                    crashes = 0, retry_base = attempts WHERE number = ?
+                    """, row.number)
+            }
+        }
+        return rows
     }
 
     /// Rows per (channel, state).

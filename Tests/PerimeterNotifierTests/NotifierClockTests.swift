@@ -83,8 +83,10 @@ struct NotifierClockTests {
             try await harness.publishEvent("enter", region: "a", subject: "ann", t: start, id: "ev")
             var nudges = 0
             for attempt in 1...row.statuses.count {
+                // Counted when it starts (before it is sent); recorded when it has ended.
                 try await waitUntil("attempt \(attempt) recorded", context: { harness.notifierOutput }) {
-                    try harness.outboxRow("ev:r")?.attempts == attempt
+                    let row = try harness.outboxRow("ev:r")
+                    return row?.attempts == attempt && row?.inFlight == false
                 }
                 #expect(
                     peerRecords(peer).map { $0["status"]?.intValue } == row.statuses.prefix(attempt).map { $0 as Int? })

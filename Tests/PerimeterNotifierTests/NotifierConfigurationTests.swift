@@ -30,6 +30,27 @@ struct NotifierConfigurationTests {
         #expect(rules.count == 4)
     }
 
+    /// The URL goes to curl exactly as written: percent-escapes stay escapes.
+    @Test("a webhook URL is kept byte for byte, and a whsec_ secret decodes")
+    func webhookURLKept() throws {
+        let url = "http://127.0.0.1:9/hook%0D%0AX-Injected:%20yes"
+        let reader = try ConfigReader(
+            filePath: nil, environment: [:],
+            overrides: [
+                "channels.x.type=webhook", "channels.x.url=\(url)",
+                "channels.x.secret=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "venues.v.locale=en_US",
+            ])
+        guard case .webhook(let kept, let secret, let options)? = try NotifierConfiguration.read(reader).channels["x"]
+        else {
+            Issue.record("x is not a webhook")
+            return
+        }
+        #expect(kept == url)
+        #expect(secret.key.count == 24)
+        #expect(options.proxy == .none && options.maxResponseBytes == 65_536)
+    }
+
     @Test(
         "bad settings are refused before anything starts, each naming its key",
         arguments: [
@@ -47,6 +68,42 @@ struct NotifierConfigurationTests {
             (["channels.x.type": "mqtt", "venues.v.currency": "euro"], "venues.v.currency"),
             (["channels.x.type": "mqtt", "venues.v.timeZone": "Mars/Olympus"], "venues.v.timeZone"),
             (["channels.x.type": "mqtt", "notifier.maxAttempts": "0"], "notifier.maxAttempts"),
+            (
+                [
+                    "channels.x.type": "mail", "channels.x.host": "smtp.example", "channels.x.from": "a@b.example",
+                    "channels.x.to": "c@d.example", "channels.x.startTLS": "never",
+                ], "channels.x.startTLS"
+            ),
+            (
+                [
+                    "channels.x.type": "mail", "channels.x.host": "127.0.0.1", "channels.x.from": "a@b.example",
+                    "channels.x.to": "c@d.example", "channels.x.startTLS": "opportunistic",
+                ], "channels.x.startTLS"
+            ),
+            (
+                [
+                    "channels.x.type": "mail", "channels.x.host": "127.0.0.1", "channels.x.from": "a@b.example",
+                    "channels.x.to": "c@d.example", "channels.x.startTLS": "never", "channels.x.username": "u",
+                ], "channels.x.username"
+            ),
+            (
+                [
+                    "channels.x.type": "webhook", "channels.x.url": "https://a/",
+                    "channels.x.secret": "0123456789abcdef",
+                    "channels.x.insecure": "true",
+                ], "channels.x.insecure"
+            ),
+            (
+                [
+                    "channels.x.type": "webhook", "channels.x.url": "http://a/x y",
+                    "channels.x.secret": "0123456789abcdef",
+                ], "channels.x.url"
+            ),
+            (
+                ["channels.x.type": "webhook", "channels.x.url": "http://a/", "channels.x.secret": "whsec_AAAA"],
+                "channels.x.secret"
+            ),
+            (["channels.x.type": "mqtt", "notifier.retention.delivered": "60"], "notifier.retention.delivered"),
         ])
     func refused(settings: [String: String], key: String) throws {
         var overrides = settings.map { "\($0.key)=\($0.value)" }

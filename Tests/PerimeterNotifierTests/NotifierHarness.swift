@@ -65,10 +65,14 @@ final class NotifierHarness: Sendable {
     var databasePath: String { directory.appendingPathComponent("notifier.sqlite").path }
 
     /// Starts (or restarts) the notifier process and waits until it is subscribed.
-    func startNotifier() async throws {
-        let child = try ChildProcess(Products.executable("perimeter"), ["notifier", "--config", configPath])
+    /// - Parameter environment: extra variables (fault injection).
+    @discardableResult
+    func startNotifier(environment: [String: String]? = nil) async throws -> ChildProcess {
+        let child = try ChildProcess(
+            Products.executable("perimeter"), ["notifier", "--config", configPath], environment: environment)
         process.withLock { $0 = child }
         try await child.waitForLine(containing: "notifier running", timeout: .seconds(30))
+        return child
     }
 
     func killNotifier() { process.withLock { $0?.kill(SIGKILL) } }
@@ -125,18 +129,8 @@ final class NotifierHarness: Sendable {
     ) async throws -> (
         ChildProcess, Int
     ) {
-        guard let path = Bundle.module.path(forResource: script, ofType: nil, inDirectory: "Peers") else {
-            throw ChildFailure(message: "test peer \(script) is missing from the test bundle")
-        }
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw ChildFailure(message: "\(python) is missing: run scripts/setup.sh (Debian's python3)")
-        }
-        let child = try ChildProcess(python, ["-u", path] + arguments)
+        let (child, port) = try await startTestPeer(script, arguments, python: python)
         peers.withLock { $0.append(child) }
-        let line = try await child.waitForLine(containing: "listening", timeout: .seconds(20))
-        guard let port = Int(line.split(separator: " ").last ?? "") else {
-            throw ChildFailure(message: "peer \(script) printed '\(line)'")
-        }
         return (child, port)
     }
 
@@ -186,14 +180,18 @@ final class NotifierHarness: Sendable {
 
     /// The outbox row of a notification (by its key, event id + ":" + rule id), read as the
     /// notifier left it.
-    func outboxRow(_ key: String) throws -> (state: String, attempts: Int, nextAttempt: Date, created: Date)? {
+    func outboxRow(
+        _ key: String
+    ) throws -> (
+        state: String, attempts: Int, nextAttempt: Date, created: Date, inFlight: Bool, lastError: String?
+    )? {
         let store = try NotifierStore(path: databasePath, readOnly: true)
         return try store.database.row(
-            "SELECT state, attempts, next_attempt, created FROM outbox WHERE key = ?", key
+            "SELECT state, attempts, next_attempt, created, in_flight, last_error FROM outbox WHERE key = ?", key
         ).map {
             (
                 $0[0].string ?? "", $0[1].int ?? 0, Date(timeIntervalSince1970: $0[2].double ?? 0),
-                Date(timeIntervalSince1970: $0[3].double ?? 0)
+                Date(timeIntervalSince1970: $0[3].double ?? 0), $0[4].int == 1, $0[5].string
             )
         }
     }
@@ -233,6 +231,25 @@ final class NotifierHarness: Sendable {
         await broker.stop()
         try? FileManager.default.removeItem(at: directory)
     }
+}
+
+/// Starts a test peer script from Peers/ with `python`; returns it and the port it printed
+/// (the caller stops it).
+func startTestPeer(
+    _ script: String, _ arguments: [String] = [], python: String = "/usr/bin/python3"
+) async throws -> (ChildProcess, Int) {
+    guard let path = Bundle.module.path(forResource: script, ofType: nil, inDirectory: "Peers") else {
+        throw ChildFailure(message: "test peer \(script) is missing from the test bundle")
+    }
+    guard FileManager.default.isExecutableFile(atPath: python) else {
+        throw ChildFailure(message: "\(python) is missing: run scripts/setup.sh (Debian's python3)")
+    }
+    let child = try ChildProcess(python, ["-u", path] + arguments)
+    let line = try await child.waitForLine(containing: "listening", timeout: .seconds(20))
+    guard let port = Int(line.split(separator: " ").last ?? "") else {
+        throw ChildFailure(message: "peer \(script) printed '\(line)'")
+    }
+    return (child, port)
 }
 
 /// The JSON lines a peer printed (after its "listening" line).

@@ -64,8 +64,8 @@ struct BenchNotifierCommand: ParsableCommand {
             channels: [
                 "mq": .mqtt(topic: nil),
                 "hook": .webhook(
-                    url: URL(string: "http://127.0.0.1:\(receiver.port)/hook")!, secret: "bench-secret-0123456789",
-                    tls: .init()),
+                    url: "http://127.0.0.1:\(receiver.port)/hook", secret: try WebhookSecret("bench-secret-0123456789"),
+                    options: HTTPClient.Options()),
             ], delivery: delivery, log: LogSettings())
         configuration.log.level = .warning
         let logger = configuration.log.makeLogger(label: "notifier")
@@ -125,7 +125,7 @@ struct BenchNotifierCommand: ParsableCommand {
         }
         let hookSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - hookStart)
         let body = receiver.lastBody
-        let url = URL(string: "http://127.0.0.1:\(receiver.port)/raw")!
+        let url = "http://127.0.0.1:\(receiver.port)/raw"
         let rawStart = ContinuousClock.now
         let next = Counter()
         let total = count
@@ -135,7 +135,8 @@ struct BenchNotifierCommand: ParsableCommand {
                     try await Blocking.run {
                         while next.take() <= total {
                             _ = try HTTPClient.post(
-                                url, headers: [("Content-Type", "application/json")], body: body, timeout: 10)
+                                url, headers: [("Content-Type", "application/json")], body: body,
+                                options: HTTPClient.Options())
                         }
                     }
                 }

@@ -13,11 +13,12 @@ struct NotifierCommand: ParsableCommand {
             definitions with a persistent session; fires the venues' rules and delivers their
             notifications over MQTT, webhooks and mail through a SQLite outbox
             (notifier.database): at most one notification per (event, rule, channel), retried
-            with backoff, dead after notifier.maxAttempts with a deadletter/notifier message.
+            with backoff, dead after notifier.maxAttempts with a deadletter/notifier message;
+            `notifier retry` re-queues failed and dead ones.
             SIGHUP re-reads the rules files. Settings: --config FILE (or PERIMETER_CONFIG),
             PERIMETER_* variables and --set key=value; see config/notifier.example.json.
             """,
-        subcommands: [NotifierStatusCommand.self])
+        subcommands: [NotifierStatusCommand.self, NotifierRetryCommand.self])
 
     @Option(help: "JSON configuration file.", valueName: "file")
     var config: String?
@@ -31,6 +32,79 @@ struct NotifierCommand: ParsableCommand {
             services: [NotifierService(configuration: configuration, logger: logger)], logger: logger
         )
         .run()
+    }
+}
+
+/// Where the notifier's database is: `--database`, else notifier.database from `--config`.
+private func notifierDatabase(config: String?, database: String?) throws -> String {
+    var path = database
+    if path == nil {
+        let reader = try ConfigReader(filePath: config, environment: [:], overrides: [])
+        path = reader.string("notifier.database", default: "perimeter-notifier.sqlite")
+    }
+    guard let path, FileManager.default.fileExists(atPath: path) else {
+        throw ValidationError("no notifier database at \(path ?? "?")")
+    }
+    return path
+}
+
+/// `perimeter notifier retry`: failed and dead notifications back in the queue.
+struct NotifierRetryCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "retry", abstract: "Re-queue failed and dead notifications (by key, rule, channel or state).",
+        discussion: """
+            Puts the outbox rows that failed for good or went dead back in the queue, due at once,
+            with a fresh run of notifier.maxAttempts attempts (the attempt number sent keeps
+            counting). Narrow the selection with --key, --rule, --channel and --state (failed or
+            dead); give at least one of them, or --all. Pending and delivered rows are never
+            touched. A running notifier picks the rows up within a minute; the command prints
+            each row it re-queued. Works on notifier.database from --config, or --database.
+            """)
+
+    @Option(help: "JSON configuration file (for notifier.database).", valueName: "file")
+    var config: String?
+
+    @Option(help: "The notifier's SQLite file (overrides the configuration).", valueName: "file")
+    var database: String?
+
+    @Option(help: "One notification, by its idempotency key (event id:rule id).", valueName: "key")
+    var key: String?
+
+    @Option(help: "Notifications of this rule.", valueName: "rule")
+    var rule: String?
+
+    @Option(help: "Notifications on this channel.", valueName: "channel")
+    var channel: String?
+
+    @Option(help: "Only rows in this state: failed or dead (default: both).", valueName: "state")
+    var state: String?
+
+    @Flag(help: "Every failed and dead notification.")
+    var all: Bool
+
+    mutating func validate() throws {
+        if config == nil && database == nil { throw ValidationError("give --config FILE or --database FILE") }
+        if let state, state != "failed" && state != "dead" {
+            throw ValidationError("--state '\(state)': only failed and dead notifications can be re-queued")
+        }
+        if key == nil && rule == nil && channel == nil && state == nil && !all {
+            throw ValidationError("say which notifications: --key, --rule, --channel, --state, or --all")
+        }
+    }
+
+    func run() async throws {
+        let path = try notifierDatabase(config: config, database: database)
+        let store = try NotifierStore(path: path)
+        let selection = NotifierStore.Selection(
+            key: key, rule: rule, channel: channel, state: state.flatMap(NotifierStore.State.init(rawValue:)))
+        let rows = try store.requeue(selection)
+        for row in rows {
+            print(
+                "re-queued \(row.key) channel=\(row.channel) was=\(row.state.rawValue) attempts=\(row.attempts)"
+                    + (row.lastError.map { " error=\($0)" } ?? ""))
+        }
+        print("\(rows.count) notification(s) re-queued")
+        if rows.isEmpty { throw ExitCode(1, "no failed or dead notification matches") }
     }
 }
 
@@ -59,14 +133,7 @@ struct NotifierStatusCommand: ParsableCommand {
     }
 
     func run() async throws {
-        var path = database
-        if path == nil {
-            let reader = try ConfigReader(filePath: config, environment: [:], overrides: [])
-            path = reader.string("notifier.database", default: "perimeter-notifier.sqlite")
-        }
-        guard let path, FileManager.default.fileExists(atPath: path) else {
-            throw ValidationError("no notifier database at \(path ?? "?")")
-        }
+        let path = try notifierDatabase(config: config, database: database)
         let store = try NotifierStore(path: path, readOnly: true)
         print("outbox \(path)")
         let summary = try store.summary()

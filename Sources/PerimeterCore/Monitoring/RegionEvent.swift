@@ -71,14 +71,29 @@ public struct RegionEvent: Sendable, Hashable, Codable {
 
     /// The id of transition number `seq` of `kind` for (venue, region, subject).
     public static func makeID(venue: String, region: String, subject: String, kind: Kind, seq: Int) -> String {
-        // One contiguous message, hashed in one pass: ids are made for every transition.
+        Hex.encode(
+            SHA256.hash(idMessage(venue: venue, region: region, subject: subject, kind: kind, seq: seq)).prefix(16))
+    }
+
+    /// The same id through another SHA-256 implementation (libcrypto's, injected by a service):
+    /// byte-identical to ``makeID(venue:region:subject:kind:seq:)``.
+    public static func makeID(
+        venue: String, region: String, subject: String, kind: Kind, seq: Int, hasher: some SHA256Hashing
+    ) -> String {
+        Hex.encode(
+            hasher.sha256(idMessage(venue: venue, region: region, subject: subject, kind: kind, seq: seq)).prefix(16))
+    }
+
+    /// What an id hashes: the parts, each followed by a NUL, in one contiguous message hashed in
+    /// one pass (ids are made for every transition).
+    private static func idMessage(venue: String, region: String, subject: String, kind: Kind, seq: Int) -> [UInt8] {
         var message: [UInt8] = []
         message.reserveCapacity(venue.utf8.count + region.utf8.count + subject.utf8.count + 32)
         for part in [venue, region, subject, kind.rawValue, String(seq)] {
             message.append(contentsOf: part.utf8)
             message.append(0)
         }
-        return Hex.encode(SHA256.hash(message).prefix(16))
+        return message
     }
 
     /// The event as the JSON payload of its topic (DESIGN.md §4).

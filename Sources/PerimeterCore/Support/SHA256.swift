@@ -137,3 +137,17 @@ public struct SHA256 {
     @inline(__always)
     private func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 { (value >> count) | (value << (32 - count)) }
 }
+
+/// A SHA-256 implementation, so that the pure core can hash without C while a service may hand
+/// it libcrypto's (`LibcryptoSHA256` in PerimeterNet). Every implementation gives the same
+/// digest: event ids made with either are byte-identical (tested on many inputs).
+public protocol SHA256Hashing: Sendable {
+    /// The 32-byte digest of `bytes`.
+    func sha256(_ bytes: [UInt8]) -> [UInt8]
+}
+
+/// The pure-Swift ``SHA256``: the default everywhere.
+public struct PureSHA256: SHA256Hashing {
+    public init() {}
+    public func sha256(_ bytes: [UInt8]) -> [UInt8] { SHA256.hash(bytes) }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A local SMTP server for the notifier's tests (a test peer, not part of the product), on
-Debian's python3-aiosmtpd. Offers STARTTLS with --cert/--key; prints "listening PORT",
-then one JSON line per message: {"from", "to", "tls", "data"}.
+Debian's python3-aiosmtpd. Offers STARTTLS with --cert/--key; refuses a recipient whose
+local part starts with "reject" (550); prints "listening PORT", then one JSON line per
+message: {"from", "to", "tls", "data"}.
 """
 import argparse, json, socket, ssl, sys, time
 from aiosmtpd.controller import Controller
@@ -13,6 +14,12 @@ args = parser.parse_args()
 
 
 class Handler:
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("reject"):
+            return "550 5.1.1 <%s>: no such user here" % address
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
     async def handle_DATA(self, server, session, envelope):
         print(json.dumps({"from": envelope.mail_from, "to": envelope.rcpt_tos,
                           "tls": session.ssl is not None,

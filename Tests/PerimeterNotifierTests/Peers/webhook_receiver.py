@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """A webhook receiver for the notifier's tests (a test peer, not part of the product).
 
-Verifies X-Perimeter-Signature (HMAC-SHA256 of the body with --secret), keeps the
+Verifies the Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature;
+written from the spec at standardwebhooks.com, independently of the notifier's code) and the
+legacy X-Perimeter-Signature (HMAC-SHA256 of the body), both with --secret (whsec_ + base64:
+the key is the decoded bytes; anything else: its UTF-8 bytes), keeps the
 Idempotency-Keys it has accepted, and answers from a plan: --plan "500,200" answers the
 first request for a key 500 and later ones 200; "429:1" is a 429 with Retry-After: 1;
 "slow:0.5" waits 0.5 s then answers 200. The last entry repeats.
 Prints "listening PORT" on stdout, then one JSON line per request:
-{"key", "attempt", "status", "signature": "ok"|"bad"|"missing", "new": true|false, "body": {...}}.
+{"key", "attempt", "status", "signature": "ok"|"bad"|"missing" (legacy), "standard": "ok"|"bad"|"missing",
+"webhook_id", "timestamp", "new": true|false, "body": {...}}. A request fails either check: 401.
 """
-import argparse, hashlib, hmac, json, sys, threading, time
+import argparse, base64, hashlib, hmac, json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 parser = argparse.ArgumentParser()
@@ -16,6 +20,24 @@ parser.add_argument("--secret", required=True)
 parser.add_argument("--plan", default="200")
 args = parser.parse_args()
 plan = args.plan.split(",")
+key_bytes = base64.b64decode(args.secret[6:]) if args.secret.startswith("whsec_") else args.secret.encode()
+
+
+def verify_standard(headers, body):
+    """Standard Webhooks 1.0.0, symmetric: v1,base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)),
+    possibly several space-separated signatures; compared in constant time."""
+    msg_id = headers.get("webhook-id")
+    timestamp = headers.get("webhook-timestamp")
+    signatures = headers.get("webhook-signature")
+    if not msg_id or not timestamp or not signatures:
+        return "missing"
+    signed = msg_id.encode() + b"." + timestamp.encode() + b"." + body
+    expected = base64.b64encode(hmac.new(key_bytes, signed, hashlib.sha256).digest()).decode()
+    for candidate in signatures.split(" "):
+        version, _, value = candidate.partition(",")
+        if version == "v1" and hmac.compare_digest(value, expected):
+            return "ok"
+    return "bad"
 lock = threading.Lock()
 seen_requests = {}   # key -> number of requests so far
 accepted = set()     # keys acknowledged with a 2xx
@@ -32,7 +54,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         key = self.headers.get("Idempotency-Key", "")
         given = self.headers.get("X-Perimeter-Signature", "")
-        expected = "sha256=" + hmac.new(args.secret.encode(), body, hashlib.sha256).hexdigest()
+        expected = "sha256=" + hmac.new(key_bytes, body, hashlib.sha256).hexdigest()
         signature = "missing" if not given else ("ok" if hmac.compare_digest(given, expected) else "bad")
         with lock:
             n = seen_requests.get(key, 0)
@@ -47,7 +69,8 @@ class Handler(BaseHTTPRequestHandler):
                 extra["Retry-After"] = step.split(":", 1)[1]
         else:
             status = int(step)
-        if signature != "ok":
+        standard = verify_standard(self.headers, body)
+        if signature != "ok" or standard != "ok":
             status = 401
         new = False
         if 200 <= status < 300:
@@ -59,7 +82,10 @@ class Handler(BaseHTTPRequestHandler):
         except Exception:
             parsed = None
         line = json.dumps({"key": key, "attempt": self.headers.get("X-Perimeter-Attempt"), "status": status,
-                           "signature": signature, "new": new, "t": time.time(), "body": parsed})
+                           "signature": signature, "standard": standard,
+                           "webhook_id": self.headers.get("webhook-id"),
+                           "timestamp": int(self.headers.get("webhook-timestamp") or 0),
+                           "new": new, "t": time.time(), "body": parsed})
         # One write per record under the lock: print() writes the text and the newline apart, so
         # two handler threads printing at once made one line of two records and lost both.
         with lock:
