@@ -19,6 +19,8 @@ static inline struct MHD_Daemon *perimeter_mhd_start(
 {
     return MHD_start_daemon(
         flags, 0, NULL, NULL, handler, handler_cls,
+        /* First, so that libmicrohttpd's messages about the options below reach it too. */
+        MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_socket,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
@@ -26,7 +28,6 @@ static inline struct MHD_Daemon *perimeter_mhd_start(
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory_limit,
         MHD_OPTION_NOTIFY_COMPLETED, completed, handler_cls,
-        MHD_OPTION_EXTERNAL_LOGGER, logger, logger_cls,
         MHD_OPTION_END);
 }
 

@@ -161,7 +161,10 @@ public struct DashboardConfiguration: ServiceSettings {
             "dashboard.idleTimeoutSeconds", default: limits.idleTimeoutSeconds, range: 2...3600)
         let log = LogSettings.read(from: reader)
         // A shared file: the evaluator's and the notifier's sections are theirs.
-        for section in ["evaluator", "venues", "adapters", "venue", "notifier", "channels"] { reader.claim(section) }
+        // `topics.natsSafe` only narrows the ids the evaluator accepts: nothing for the dashboard.
+        for section in ["evaluator", "venues", "adapters", "venue", "notifier", "channels", "topics.natsSafe"] {
+            reader.claim(section)
+        }
         try reader.finish()
         return DashboardConfiguration(
             broker: broker, prefix: prefix, venue: venue, regionsPath: regions ?? "", http: http, consumer: consumer,
