@@ -153,6 +153,43 @@ struct DashboardSecurityTests {
         await broker.stop()
     }
 
+    @Test("Regression (issue 18): idle /events connections from one address no longer lock every viewer out")
+    func idleStreamsDoNotLockOutViewers() async throws {
+        let broker = try await TestBroker.start()
+        var configuration = try Self.configuration(broker, "dashboard-idle")
+        configuration.limits.connectionsPerIP = 8
+        let (running, port, _) = try await startDashboard(configuration)
+        let cookie = try signIn(port: port)
+        // Eight streams held open and never read from one address (main had 64 → 503 for all),
+        // and connections that never send a request: the address is at its limit …
+        let idle = try (0..<8).map { _ in try EventStreamReader(port: port, cookie: cookie) }
+        for stream in idle { try await stream.waitFor("the first state") { $0.contains("event: state") } }
+        let unauthenticated = try httpRequest(port: port, path: "/events", from: "127.0.0.3")
+        #expect(unauthenticated.status == 401, "without a session no stream is held at all")
+        #expect(try httpRequest(port: port, path: "/healthz", timeout: .seconds(10)).status == 0)
+        // … while a viewer elsewhere signs in and streams.
+        let viewer = try httpRequest(
+            port: port, method: "POST", path: "/login",
+            body: "password=\(testPassword.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
+            from: "127.0.0.2")
+        let viewerCookie = try #require(viewer.header("Set-Cookie")?.split(separator: ";").first.map(String.init))
+        let fd = try connectLoopback(port: port, from: "127.0.0.2", readTimeout: .milliseconds(100))
+        defer { close(fd) }
+        sendAll(fd, Array("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: \(viewerCookie)\r\n\r\n".utf8))
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        try await waitUntil("the other viewer's first state", timeout: .seconds(30)) {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0 { text += String(decoding: buffer[0..<count], as: UTF8.self) }
+            return text.contains("event: state")
+        }
+        #expect(text.hasPrefix("HTTP/1.1 200 OK"))
+        for stream in idle { stream.close() }
+        running.cancel()
+        _ = try? await running.value
+        await broker.stop()
+    }
+
     @Test("Idle streams get a keep-alive when the service's clock says so")
     func keepAliveOnTheClock() async throws {
         let broker = try await TestBroker.start()
