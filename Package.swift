@@ -40,7 +40,8 @@ let package = Package(
         // which module speaks to which C library; PerimeterKit re-exports `HTTPServer`.
         .target(name: "PerimeterHTTP", dependencies: ["CMicroHTTPD"]),
 
-        // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
+        // Service kit: Service protocol, service group, signals, logging, configuration, broker process;
+        // it re-exports PerimeterHTTP's server for the services' endpoints.
         .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP"]),
 
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).

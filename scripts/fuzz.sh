@@ -3,8 +3,9 @@
 #
 #   scripts/fuzz.sh [TARGET…] [--seconds N] [--jobs J] [--no-build] [--keep-going]
 #
-# TARGETs: inbound adverts regions json topics rules agent (default: all). Each target is PerimeterCore's
-# sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
+# TARGETs: inbound adverts regions json topics rules agent httprequest (default: all). Each
+# target is PerimeterCore's sources plus one entry file (plus the pure Swift files its
+# `// fuzz-sources:` line names), compiled with `swiftc -sanitize=fuzzer,address` into
 # .build/fuzz/<target>, then run for N seconds (default 600) on fuzz/corpus/<target>
 # (new inputs are added there; seeds are under fuzz/corpus/<target> too). Crashes go to
 # .build/fuzz/artifacts/<target>-crash-…, logs to .build/fuzz/logs/<target>.log.
@@ -20,7 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_targets=(inbound adverts regions json topics rules agent)
+all_targets=(inbound adverts regions json topics rules agent httprequest)
 targets=()
 seconds=600
 jobs=2
@@ -51,8 +52,11 @@ mapfile -t core < <(find Sources/PerimeterCore -name '*.swift' | sort)
 
 build_one() {
     local t=$1
+    # Pure Swift files from other modules a target needs (no C imports), named in the target.
+    local extra_sources=()
+    mapfile -t extra_sources < <(sed -n 's|^// fuzz-sources: ||p' "fuzz/targets/$t.swift" | tr ' ' '\n' | grep -v '^$' || true)
     "$swiftc" "$opt" -g -sanitize=fuzzer,address -parse-as-library -module-name PerimeterFuzz \
-        "${core[@]}" "fuzz/targets/$t.swift" -o "$out/$t" >"$out/logs/build-$t.log" 2>&1 \
+        "${core[@]}" "${extra_sources[@]}" "fuzz/targets/$t.swift" -o "$out/$t" >"$out/logs/build-$t.log" 2>&1 \
         || { grep -v 'ld.gold: warning' "$out/logs/build-$t.log" >&2; return 1; }
 }
 

@@ -11,7 +11,7 @@ import PerimeterKit
 ///   "dashboard": {"venue": "museum", "clientId": "perimeter-dashboard", "regions": "config/venues/museum.geojson", "http": "127.0.0.1:8080",
 ///                 "consumer": "dashboard", "session": "live", "sessionLevel": "always", "coarseMeters": 5000,
 ///                 "passwordFile": "/etc/perimeter/dashboard.password", "allowedHosts": ["dashboard.museum.example"],
-///                 "behindTLS": true, "sessionHours": 12, "connectionsPerIP": 64, "maxStreams": 1024, "idleTimeoutSeconds": 30}
+///                 "behindTLS": true, "sessionHours": 12, "connectionsPerIP": 64, "maxStreams": 900, "idleTimeoutSeconds": 30}
 /// }
 /// ```
 /// The password is never in this file: `dashboard.passwordFile` names a file of its own (not

@@ -39,20 +39,8 @@ struct DashboardRoutes: Sendable {
         return response
     }
 
-    /// The host part of a `Host` header or an `Origin`'s authority, lower case.
-    static func hostName(_ authority: String) -> String {
-        let text = authority.lowercased()
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[...close]) }
-        return String(text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-    }
-
-    /// Where to go after login: a path on this dashboard, never another site (`//evil`, `/\evil`).
-    static func safeNext(_ next: String?) -> String {
-        guard let next, next.hasPrefix("/"), !next.hasPrefix("//"), !next.hasPrefix("/\\"),
-            !next.contains(where: { $0.isNewline || $0 == "\0" })
-        else { return "/" }
-        return next
-    }
+    /// Where to go after login: a path on this dashboard, never another site.
+    static func safeNext(_ next: String?) -> String { HTTPRequest.localPath(next) }
 
     private func plain(
         _ status: Int, _ text: String, headers: [(name: String, value: String)] = []
@@ -82,14 +70,13 @@ struct DashboardRoutes: Sendable {
     private func crossSite(_ request: HTTPRequest) -> Bool {
         if request.header("sec-fetch-site") == "cross-site" { return true }
         guard let origin = request.header("origin") else { return false }
-        guard let authority = origin.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first else {
-            return true  // "null" (a sandboxed or file page) or garbage
-        }
-        return !allowedHosts.contains(Self.hostName(String(authority)))
+        // "null" (a sandboxed or file page) or garbage is another site too.
+        guard let host = HTTPRequest.originHost(origin) else { return true }
+        return !allowedHosts.contains(host)
     }
 
     private func route(_ request: HTTPRequest) -> HTTPServer.Response {
-        guard let host = request.header("host"), allowedHosts.contains(Self.hostName(host)) else {
+        guard let host = request.header("host"), allowedHosts.contains(HTTPRequest.hostName(host)) else {
             return plain(
                 421,
                 "this dashboard does not answer to host '\(request.header("host") ?? "")'; "

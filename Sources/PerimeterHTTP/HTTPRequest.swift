@@ -45,6 +45,34 @@ public struct HTTPRequest: Sendable {
         return fields
     }
 
+    /// The host part of a `Host` header or an `Origin`'s authority, lower case, without the
+    /// port: `Example.org:8080` → `example.org`, `[::1]:80` → `[::1]`.
+    public static func hostName(_ authority: String) -> String {
+        let text = authority.lowercased()
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") { return String(text[...close]) }
+        return String(text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+    }
+
+    /// The host named by an `Origin` header (`http://host:port`), nil for `null` or garbage.
+    public static func originHost(_ origin: String) -> String? {
+        guard let scheme = origin.range(of: "://"), origin[..<scheme.lowerBound].allSatisfy(\.isLetter) else {
+            return nil
+        }
+        let authority = origin[scheme.upperBound...].prefix { $0 != "/" }
+        return authority.isEmpty ? nil : hostName(String(authority))
+    }
+
+    /// `path` when it is a path on this server (`/…`), else `/`: never another site (`//evil`,
+    /// `/\evil`, a scheme) and never a line break, so it is safe in a `Location` header.
+    public static func localPath(_ path: String?) -> String {
+        guard let path, path.hasPrefix("/"), !path.hasPrefix("//"), !path.hasPrefix("/\\"),
+            !path.unicodeScalars.contains(where: {
+                $0.properties.generalCategory == .control || $0 == "\u{2028}" || $0 == "\u{2029}"
+            })
+        else { return "/" }
+        return path
+    }
+
     /// `+` as space, then percent-decoding; nil for a malformed escape or invalid UTF-8.
     static func formDecode(_ text: Substring) -> String? {
         var bytes: [UInt8] = []

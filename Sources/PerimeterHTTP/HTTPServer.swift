@@ -21,12 +21,13 @@ import Synchronization
 /// and starts answering; ``stop()`` ends every open stream and the daemon.
 public final class HTTPServer: Sendable {
     /// What one server lets its clients hold. The defaults suit a dashboard with a few hundred
-    /// viewers and a metrics endpoint: 2,048 × 32 KiB connections is 64 MiB at worst.
+    /// viewers and a metrics endpoint: 1,000 × 32 KiB connections is 32 MiB at worst, and 1,000
+    /// stays below the usual soft limit of 1,024 open files (the units raise it anyway).
     public struct Limits: Sendable {
         /// Threads of the pool, each polling its share of the connections (epoll).
         public var threads: Int = 4
         /// Open connections in all; past it a new connection is closed at once.
-        public var connections: Int = 2048
+        public var connections: Int = 1000
         /// Open connections from one client address; past it a new one is closed at once. Every
         /// viewer behind one proxy shares this: raise it there.
         public var connectionsPerIP: Int = 64
@@ -36,8 +37,9 @@ public final class HTTPServer: Sendable {
         /// libmicrohttpd's memory pool per connection: request line, headers, write buffer. A
         /// request whose headers do not fit gets 431.
         public var memoryPerConnection: Int = 32 * 1024
-        /// Open streaming responses in all; past it a request for one gets 503.
-        public var streams: Int = 1024
+        /// Open streaming responses in all (fewer than ``connections``, so that `/healthz` and
+        /// the page still get through when every stream is taken); past it a stream gets 503.
+        public var streams: Int = 900
         /// The largest request body accepted (413 past it).
         public var requestBodyBytes: Int = 8 * 1024
 
@@ -142,7 +144,7 @@ public final class HTTPServer: Sendable {
     /// A server whose handler sees only the path, answering GET and HEAD (405 otherwise): what
     /// `/metrics` and `/healthz` need.
     public convenience init(
-        host: String = "127.0.0.1", port: Int, maxStreams: Int = 1024, handler: @escaping @Sendable (String) -> Response
+        host: String = "127.0.0.1", port: Int, maxStreams: Int = 900, handler: @escaping @Sendable (String) -> Response
     ) throws {
         var limits = Limits()
         limits.streams = maxStreams
@@ -398,18 +400,5 @@ public final class HTTPServer: Sendable {
             MHD_add_response_header(made, name, value)
         }
         return MHD_queue_response(connection, UInt32(response.status), made)
-    }
-}
-
-/// An HTTP server failure: the C function, the address, and why.
-public struct HTTPServerError: Error, CustomStringConvertible {
-    public var function: String
-    public var address: String
-    public var reason: String
-
-    public var description: String { "HTTP server on \(address): \(function): \(reason)" }
-
-    static func system(_ function: String, address: String) -> HTTPServerError {
-        HTTPServerError(function: function, address: address, reason: String(cString: strerror(errno)))
     }
 }

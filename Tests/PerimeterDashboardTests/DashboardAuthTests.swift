@@ -119,7 +119,7 @@ struct DashboardAuthTests {
             ("attacker.example:8080", "attacker.example"),
         ])
     func hostName(header: String, expected: String) {
-        #expect(DashboardRoutes.hostName(header) == expected)
+        #expect(HTTPRequest.hostName(header) == expected)
     }
 }
 
