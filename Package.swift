@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "PerimeterCore", targets: ["PerimeterCore"]),
         .library(name: "PerimeterMQTT", targets: ["PerimeterMQTT"]),
         .library(name: "PerimeterStore", targets: ["PerimeterStore"]),
+        .library(name: "PerimeterHTTP", targets: ["PerimeterHTTP"]),
         .library(name: "PerimeterKit", targets: ["PerimeterKit"]),
         .library(name: "PerimeterEvaluator", targets: ["PerimeterEvaluator"]),
         .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
@@ -24,6 +25,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -34,9 +37,14 @@ let package = Package(
         // Webhook (HTTP) and mail (SMTP) clients over libcurl, HMAC-SHA256 over libcrypto, plain
         // TCP for the agent's gpsd socket: the only importer of libcurl and OpenSSL.
         .target(name: "PerimeterNet", dependencies: ["PerimeterCore", "CCurl", "COpenSSL"]),
+        // Every HTTP endpoint we serve (dashboard, /metrics, /healthz) on libmicrohttpd: the only
+        // importer of CMicroHTTPD. Its own target, not part of the kit, so that the layout shows
+        // which module speaks to which C library; PerimeterKit re-exports `HTTPServer`.
+        .target(name: "PerimeterHTTP", dependencies: ["CMicroHTTPD"]),
 
-        // Service kit: Service protocol, service group, signals, logging, configuration, broker process.
-        .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT"]),
+        // Service kit: Service protocol, service group, signals, logging, configuration, broker process;
+        // it re-exports PerimeterHTTP's server for the services' endpoints.
+        .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP"]),
 
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
         .target(
@@ -80,7 +88,7 @@ let package = Package(
             name: "PerimeterStoreTests",
             dependencies: ["PerimeterStore", "PerimeterTestSupport"]),
         .testTarget(
-            name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterTestSupport"]),
+            name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterHTTP", "PerimeterTestSupport"]),
         .testTarget(
             name: "PerimeterEvaluatorTests",
             dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],

@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [TARGET…] [--seconds N] [--jobs J] [--no-build] [--keep-going]
 #
-# TARGETs: inbound adverts regions json topics rules agent config (default: all). Each target is
+# TARGETs: inbound adverts regions json topics rules agent config httprequest (default: all). Each target is
 # PerimeterCore's sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
 # .build/fuzz/<target> (an entry file may add sources of other modules with a `// fuzz-sources:`
 # line of paths or globs, compiled into the same module with their `import Perimeter…` lines
@@ -23,7 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_targets=(inbound adverts regions json topics rules agent config)
+all_targets=(inbound adverts regions json topics rules agent config httprequest)
 targets=()
 seconds=600
 jobs=2
@@ -62,7 +62,7 @@ build_one() {
         for file in $pattern; do
             [ -f "$file" ] || { echo "$t: no source $file" >&2; return 1; }
             copy="$out/src/$t/$(echo "$file" | tr / _)"
-            sed -E '/^import (PerimeterCore|PerimeterKit|PerimeterMQTT|PerimeterStore|PerimeterEvaluator)$/d' \
+            sed -E '/^import (PerimeterCore|PerimeterKit|PerimeterMQTT|PerimeterStore|PerimeterEvaluator|PerimeterHTTP|PerimeterNet)$/d' \
                 "$file" >"$copy"
             extra+=("$copy")
         done

@@ -13,7 +13,9 @@ set -eu
 # nats-server: BrokerTierTests run a three-node NATS cluster with MQTT (deploy/nats/).
 # libcurl4-openssl-dev: the notifier's webhook and mail channels go out through libcurl (its
 # OpenSSL flavour, the TLS library already linked for HMAC).
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server"
+# libmicrohttpd-dev: every HTTP endpoint we serve (dashboard, /metrics, /healthz) runs on
+# GNU libmicrohttpd (the CMicroHTTPD system-library target; Debian 12 ships 0.9.75).
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

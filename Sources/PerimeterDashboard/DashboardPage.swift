@@ -1,9 +1,43 @@
 import PerimeterCore
 
-/// The dashboard's one page: HTML, CSS and script inline, the map inline as SVG. Nothing is
-/// fetched from anywhere but this dashboard (`/events`), so it works offline and tells no
-/// third party who is where.
+/// The dashboard's one page and its login form. The map is inline SVG; the style and the
+/// script are served by the dashboard itself (`/dashboard.css`, `/dashboard.js`) so that the
+/// Content-Security-Policy can forbid every inline script and style. Nothing is fetched from
+/// anywhere but this dashboard, so it works offline and tells no third party who is where.
 enum DashboardPage {
+    /// What a page may load and do: only this dashboard's own files and stream, no inline
+    /// script or style (the map's SVG uses presentation attributes, which CSP allows), no
+    /// framing, forms only to this dashboard.
+    static let contentSecurityPolicy =
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        + "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+    /// The login form; `message` (plain text) says why it is shown again.
+    static func login(title: String, next: String, message: String?) -> String {
+        let error = message.map { "<p class=\"error\" id=\"login-error\">\(SVGMapRenderer.escape($0))</p>\n" } ?? ""
+        return """
+            <!DOCTYPE html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>\(SVGMapRenderer.escape(title)) — sign in</title>
+            <link rel="stylesheet" href="/dashboard.css">
+            </head>
+            <body class="login">
+            <form id="login" method="post" action="/login">
+            <h1>\(SVGMapRenderer.escape(title))</h1>
+            \(error)<label for="password">Password</label>
+            <input id="password" name="password" type="password" autocomplete="current-password" autofocus required>
+            <input name="next" type="hidden" value="\(SVGMapRenderer.escape(next))">
+            <button type="submit">Sign in</button>
+            </form>
+            </body>
+            </html>
+
+            """
+    }
+
     static func html(title: String, svg: String) -> String {
         """
         <!DOCTYPE html>
@@ -12,9 +46,7 @@ enum DashboardPage {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>\(SVGMapRenderer.escape(title))</title>
-        <style>
-        \(css)
-        </style>
+        <link rel="stylesheet" href="/dashboard.css">
         </head>
         <body>
         <header><h1>\(SVGMapRenderer.escape(title))</h1><span id="connection" class="off">connecting…</span></header>
@@ -34,9 +66,8 @@ enum DashboardPage {
         <section><h2>Live feed</h2><ol id="feed" reversed></ol></section>
         </aside>
         </main>
-        <script>
-        \(script)
-        </script>
+        <form id="logout" method="post" action="/logout"><button type="submit">Sign out</button></form>
+        <script src="/dashboard.js"></script>
         </body>
         </html>
 
@@ -68,6 +99,11 @@ enum DashboardPage {
         .subject circle { fill: #d62728; stroke: #fff; stroke-width: 2; }
         .subject.coarse circle { fill: #d62728; fill-opacity: .12; stroke: #d62728; stroke-dasharray: 6 4; }
         .subject text { font-size: 11px; fill: #000; }
+        #logout { position: fixed; top: 8px; right: 16px; margin: 0; }
+        body.login { display: flex; justify-content: center; align-items: center; min-height: 100vh; }
+        #login { display: grid; gap: 8px; background: #fff; padding: 24px 32px; box-shadow: 0 1px 3px #0003; min-width: 260px; }
+        #login h1 { font-size: 18px; margin: 0 0 8px; }
+        #login .error { color: #b02020; margin: 0; }
         """
 
     static let script = #"""

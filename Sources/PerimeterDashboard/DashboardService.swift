@@ -3,11 +3,25 @@ import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
 
-extension HTTPServer.StreamWriter: HTTPStreamWriting {}
+/// Where a running dashboard listens, and a way to let someone in once.
+public struct DashboardAddress: Sendable {
+    /// The page, e.g. `http://127.0.0.1:8080/`.
+    public let url: String
+    let auth: DashboardAuth
 
-/// The live dashboard: a consumer of the venue's topics with its own service session, and a
-/// small HTTP server for one self-contained page (`/`), its map (`/map.svg`), a live stream
-/// (`/events`, Server-Sent Events) and `/healthz`.
+    /// A single-use sign-in link (valid for ten minutes): opening it sets the session cookie
+    /// and goes on to `next`. For `perimeter up` and `perimeter dashboard --login-link`.
+    public func oneTimeLoginURL(next: String = "/") -> String {
+        let target = next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "%2F"
+        return "\(url)login?token=\(auth.issueLoginToken())&next=\(target)"
+    }
+}
+
+/// The live dashboard: a consumer of the venue's topics with its own service session, and an
+/// HTTP server (libmicrohttpd) for one page (`/`) with its style and script, its map
+/// (`/map.svg`), a live stream (`/events`, Server-Sent Events), the login (`/login`) and
+/// `/healthz`. Everything but `/healthz` and the login form needs a session (``DashboardAuth``);
+/// every request must name an allowed host (``DashboardRoutes``).
 public struct DashboardService: Service {
     public let name = "dashboard"
     public let configuration: DashboardConfiguration
@@ -16,17 +30,31 @@ public struct DashboardService: Service {
     let renderer: SVGMapRenderer
     let title: String
     private let broadcaster = EventBroadcaster()
-    /// Called with the page's URL once the server listens (e.g. for `perimeter up` to print it).
-    let onListening: (@Sendable (String) -> Void)?
+    let auth: DashboardAuth
+    let clock: any TimeSource
+    /// Seconds between keep-alive comments on idle streams (which also find pages gone away).
+    let heartbeat: Double
+    /// Called once the server listens (e.g. for `perimeter up` to print a sign-in link).
+    let onListening: (@Sendable (DashboardAddress) -> Void)?
 
     /// Reads the regions file and renders the map; nothing connects until ``run()``.
-    /// - Throws: when the regions file cannot be read or has problems.
+    /// - Throws: when no password is configured, or the regions file cannot be read.
     public init(
-        configuration: DashboardConfiguration, logger: Logger, onListening: (@Sendable (String) -> Void)? = nil
+        configuration: DashboardConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource(),
+        heartbeat: Double = 10, onListening: (@Sendable (DashboardAddress) -> Void)? = nil
     ) throws {
+        guard let password = configuration.password, !password.isEmpty else {
+            throw ConfigError(
+                key: "dashboard.passwordFile", "the dashboard needs a password: \(DashboardConfiguration.passwordHint)")
+        }
         self.configuration = configuration
         self.logger = logger
+        self.clock = clock
+        self.heartbeat = heartbeat
         self.onListening = onListening
+        var settings = DashboardAuth.Settings(password: password, secureCookie: configuration.behindTLS)
+        settings.sessionLifetime = configuration.sessionHours * 3600
+        auth = DashboardAuth(settings: settings, clock: clock)
         guard let data = FileManager.default.contents(atPath: configuration.regionsPath) else {
             throw ConfigError(key: "dashboard.regions", "cannot read \(configuration.regionsPath)")
         }
@@ -41,21 +69,6 @@ public struct DashboardService: Service {
         broadcaster.start(svg: renderer.render(map))
     }
 
-    /// The page with its last lines held back for `seconds`: the browser runs the page's script
-    /// and receives live events meanwhile, but the document (and its load event) ends only then,
-    /// so a headless browser's `--dump-dom` or `--screenshot` captures the page after that long.
-    static func heldPage(_ page: String, seconds: Double) -> HTTPServer.Response {
-        let split = page.range(of: "</body>", options: .backwards)?.lowerBound ?? page.endIndex
-        let head = String(page[..<split])
-        let tail = String(page[split...])
-        return .stream(contentType: "text/html; charset=utf-8") { writer in
-            guard writer.write(head) else { return }
-            let end = Date().addingTimeInterval(seconds)
-            while writer.isOpen && Date() < end { Thread.sleep(forTimeInterval: 0.05) }
-            writer.write(tail)
-        }
-    }
-
     public func run() async throws {
         var model = DashboardModel(
             prefix: configuration.prefix, venue: configuration.venue, map: map, renderer: renderer,
@@ -63,37 +76,27 @@ public struct DashboardService: Service {
         let client = try MQTTClient(configuration.broker.mqttConfiguration())
         let broadcaster = broadcaster
         broadcaster.publish(state: model.view(brokerConnected: false).serialized())
-        let server = try HTTPServer(host: configuration.http.host, port: configuration.http.port) {
-            [title] path in
-            switch path {
-            case "/", "/index.html":
-                return HTTPServer.Response(
-                    contentType: "text/html; charset=utf-8",
-                    body: DashboardPage.html(title: title, svg: broadcaster.svg))
-            case "/map.svg": return HTTPServer.Response(contentType: "image/svg+xml", body: broadcaster.svg)
-            case "/events": return .stream { writer in broadcaster.serve(writer) }
-            case let path where path.hasPrefix("/snapshot/"):
-                guard let seconds = Double(path.dropFirst("/snapshot/".count)), seconds >= 0, seconds <= 60 else {
-                    return HTTPServer.Response(status: 404, body: "try /snapshot/SECONDS (0 to 60)\n")
-                }
-                return Self.heldPage(DashboardPage.html(title: title, svg: broadcaster.svg), seconds: seconds)
-            case "/healthz":
-                let connected = client.state.isConnected
-                let pages = "\(broadcaster.clientCount) page(s) streaming\n"
-                return HTTPServer.Response(
-                    status: connected ? 200 : 503,
-                    body: (connected ? "ok: broker connected, " : "broker not connected, ") + pages)
-            default: return HTTPServer.Response(status: 404, body: "try /\n")
-            }
+        let routes = DashboardRoutes(
+            title: title, broadcaster: broadcaster, auth: auth, allowedHosts: Set(configuration.allowedHosts)
+        ) {
+            let connected = client.state.isConnected
+            let pages = "\(broadcaster.clientCount) page(s) streaming\n"
+            return (connected, (connected ? "ok: broker connected, " : "broker not connected, ") + pages)
         }
-        server.start()
-        defer {
-            server.stop()
-            broadcaster.wakeAll()
-        }
+        let logger = logger
+        let server = try HTTPServer(
+            host: configuration.http.host, port: configuration.http.port, limits: configuration.limits,
+            onError: { message in logger.info("http", metadata: ["http.error": .string(message)]) },
+            handler: routes.respond)
+        defer { server.stop() }
         let url = "http://\(configuration.http.host):\(server.port)/"
-        logger.info("dashboard listening", metadata: ["url": .string(url)])
-        onListening?(url)
+        logger.info(
+            "dashboard listening",
+            metadata: [
+                "url": .string(url),
+                "dashboard.allowedHosts": .string(configuration.allowedHosts.joined(separator: ",")),
+            ])
+        onListening?(DashboardAddress(url: url, auth: auth))
 
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in model.subscriptions { _ = try await client.subscribe(filter, qos: .atLeastOnce) }
@@ -124,6 +127,13 @@ public struct DashboardService: Service {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(100))
                     wake.yield(nil)
+                }
+            }
+            group.addTask { [clock, heartbeat] in
+                // Keep-alives on the service's clock: a test advances it instead of waiting.
+                while !Task.isCancelled {
+                    do { try await clock.sleep(seconds: heartbeat) } catch { break }
+                    broadcaster.keepAlive()
                 }
             }
             var dirty = false

@@ -167,6 +167,20 @@ public final class ConfigReader {
         return string
     }
 
+    /// A secret taken only from its environment variable (`dashboard.password` →
+    /// `PERIMETER_DASHBOARD_PASSWORD`, e.g. from a systemd `EnvironmentFile` of mode 0640):
+    /// the same key in the JSON file (often world-readable) or a `--set` flag (visible in `ps`)
+    /// is a problem naming `instead`, the way to give it.
+    public func environmentSecret(_ key: String, instead: String) -> String? {
+        known.insert(key)
+        if let raw = overrides[key] ?? file[key] {
+            problem(key, "a secret is never read from the configuration file or --set: \(instead)", raw)
+        }
+        guard let value = environment[Self.environmentName(for: key)] else { return nil }
+        record(key, value, secret: true)
+        return value
+    }
+
     /// Reads `key` with `parse`, which returns nil for a value it rejects; `expected` says what
     /// was wanted ("expected an integer 1–65535").
     private func typed<T>(

@@ -9,8 +9,13 @@ import Testing
 enum Chromium {
     static var executable: String? { Subprocess.find("chromium") ?? Subprocess.find("chromium-browser") }
 
-    /// Runs chromium with `arguments` plus the flags a headless root run needs; returns its standard output.
-    static func run(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> String {
+    /// Runs chromium with `arguments` plus the flags a headless root run needs; returns its
+    /// standard output. `profile`: a profile directory to keep (its cookies) between runs.
+    static func run(
+        _ arguments: [String], profile: String? = nil, timeout: Duration = .seconds(60)
+    ) async throws
+        -> String
+    {
         guard let executable else {
             throw ChildFailure(message: "chromium is missing: apt-get install chromium (scripts/setup.sh installs it)")
         }
@@ -23,7 +28,7 @@ enum Chromium {
             executable,
             [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-                "--user-data-dir=\(directory.appendingPathComponent("profile").path)",
+                "--user-data-dir=\(profile ?? directory.appendingPathComponent("profile").path)",
             ] + arguments, stdout: .file(out, append: false), stderr: .null)
         let status = try await withTimeout(timeout, "chromium \(arguments.joined(separator: " "))") {
             await child.wait()
@@ -35,7 +40,13 @@ enum Chromium {
 
 @Suite("Dashboard in a real browser (headless Chromium)")
 struct BrowserTests {
-    @Test("Regions drawn, events arrive, occupancy changes; a screenshot of it")
+    /// A sign-in link pointed at another page of the dashboard (`next`), keeping its fragment.
+    static func link(_ signIn: String, next: String, fragment: String) -> String {
+        let target = next.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        return signIn.replacingOccurrences(of: "next=%2F", with: "next=\(target)") + "#\(fragment)"
+    }
+
+    @Test("Signed in: regions drawn, events arrive, occupancy changes; a screenshot of it; refused without credentials")
     func liveDashboard() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
         let broker = try await TestBroker.start()
@@ -54,15 +65,23 @@ struct BrowserTests {
                     "reporters": ["phone-*": ["visitor-*"]],
                 ]
             ],
-            "dashboard": ["http": "127.0.0.1:0", "title": "Perimeter — test venue"],
+            "dashboard": [
+                "http": "127.0.0.1:0", "title": "Perimeter — test venue",
+                "passwordFile": .string(directory.appendingPathComponent("dashboard.password").path),
+            ],
             "log": ["level": "info"],
         ]
         let configPath = directory.appendingPathComponent("perimeter.json").path
         try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
+        let passwordPath = directory.appendingPathComponent("dashboard.password").path
+        FileManager.default.createFile(
+            atPath: passwordPath, contents: Data("browser-test-password\n".utf8), attributes: [.posixPermissions: 0o600]
+        )
         let evaluator = try ChildProcess(
             Products.executable("perimeter"), ["evaluator", "--config", configPath])
         let dashboard = try ChildProcess(
-            Products.executable("perimeter"), ["dashboard", "--config", configPath])
+            Products.executable("perimeter"), ["dashboard", "--config", configPath, "--login-link"])
+        let profile = directory.appendingPathComponent("chromium-profile").path
         let publisher = try await broker.connectedClient("publisher")
         do {
             try await evaluator.waitForLine(containing: "evaluator running", timeout: .seconds(30))
@@ -72,11 +91,21 @@ struct BrowserTests {
                 line.split(separator: "\n").first { $0.contains("perimeter dashboard: http://") }?.split(separator: " ")
                     .last.map(String.init))
             let port = try #require(Int(url.split(separator: ":").last!.dropLast()))
+            let signInLine = try await dashboard.waitForLine(containing: "sign in once at http://")
+            let signIn = try #require(signInLine.split(separator: " ").last.map(String.init))
             try await waitForHealth(port: port) { $0.hasPrefix("ok") }
 
-            // The browser loads the page, whose end is held 15 s (everything arrives within a few
-            // seconds on a quiet machine, later under load); meanwhile a visitor walks in.
-            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/15#visitor-1"]) }
+            // Without credentials the browser gets the sign-in form, not the venue.
+            let refused = try await Chromium.run(["--dump-dom", "\(url)snapshot/1"])
+            #expect(refused.contains(#"<form id="login" method="post" action="/login">"#), "\(refused.prefix(500))")
+            #expect(!refused.contains("<svg") && !refused.contains("region-gallery-1"))
+            #expect(try httpGet(port: port, path: "/events").status == 401)
+
+            // The browser signs in through the printed link and goes on to the page, whose end
+            // is held 15 s (everything arrives within a few seconds on a quiet machine, later
+            // under load); meanwhile a visitor walks in.
+            let page = Self.link(signIn, next: "/snapshot/15", fragment: "visitor-1")
+            let browser = Task { try await Chromium.run(["--dump-dom", page], profile: profile) }
             try await waitForHealth(port: port) { $0.contains("1 page(s) streaming") }
             let t = Timestamp.format(Date())
             try await publisher.publish(
@@ -109,11 +138,13 @@ struct BrowserTests {
                 dom.contains("gallery-1-beacons: f7826da6-4fa2-4e98-8024-bc5b71e0893e 1/7 — "),
                 "the chosen subject's ranging is listed")
 
-            // A screenshot of the live page.
+            // A screenshot of the live page, in the same profile: its session cookie is kept.
             let shot = directory.appendingPathComponent("dashboard.png").path
-            _ = try await Chromium.run([
-                "--hide-scrollbars", "--window-size=1400,760", "--screenshot=\(shot)", "\(url)snapshot/1#visitor-1",
-            ])
+            _ = try await Chromium.run(
+                [
+                    "--hide-scrollbars", "--window-size=1400,760", "--screenshot=\(shot)",
+                    "\(url)snapshot/1#visitor-1",
+                ], profile: profile)
             let png = try Data(contentsOf: URL(fileURLWithPath: shot))
             #expect(Array(png.prefix(8)) == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
             #expect(png.count > 10_000, "a real picture, not an empty page: \(png.count) bytes")
@@ -147,8 +178,10 @@ struct BrowserTests {
             ["up", "--venue", venue, "--no-simulator", "--broker-port", "\(port)", "--duration", "90"])
         do {
             let line = try await up.waitForLine(containing: "perimeter up: dashboard at http://", timeout: .seconds(60))
-            let url = try #require(line.split(separator: " ").last.map(String.init))
-            let dashboardPort = try #require(Int(url.split(separator: ":").last!.dropLast()))
+            let signIn = try #require(line.split(separator: " ").last.map(String.init))
+            let dashboardPort = try #require(URLComponents(string: signIn)?.port)
+            let password = try await up.waitForLine(containing: "perimeter up: dashboard password for this run: ")
+            #expect((password.split(separator: " ").last?.count ?? 0) == 20)
             try await waitForHealth(port: dashboardPort) { $0.hasPrefix("ok") }
             // The evaluator's first session exists once it has subscribed: an observation sent
             // before that reaches nobody (the dashboard can be up a second earlier).
@@ -157,7 +190,9 @@ struct BrowserTests {
             try await publisher.connect(timeout: .seconds(10))
             // Held 15 s: gallery-1 confirms an enter after 3 s (enterDelay), and under load the
             // publish below can come seconds after the page opened.
-            let browser = Task { try await Chromium.run(["--dump-dom", "\(url)snapshot/15#visitor-9"]) }
+            let browser = Task {
+                try await Chromium.run(["--dump-dom", Self.link(signIn, next: "/snapshot/15", fragment: "visitor-9")])
+            }
             try await waitForHealth(port: dashboardPort) { $0.contains("1 page(s) streaming") }
             try await publisher.publish(
                 "perimeter/v1/museum/obs/phone-9/gps",

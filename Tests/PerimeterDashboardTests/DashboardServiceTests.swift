@@ -16,9 +16,10 @@ final class EventStreamReader: Sendable {
     private let fd: Int32
     private let text = Mutex("")
 
-    init(port: Int, path: String = "/events") throws {
+    init(port: Int, path: String = "/events", cookie: String) throws {
         fd = try sendHTTPGet(
-            port: port, path: path, headers: ["Accept: text/event-stream"], readTimeout: .milliseconds(50))
+            port: port, path: path, headers: ["Accept: text/event-stream", "Cookie: \(cookie)"],
+            readTimeout: .milliseconds(50))
     }
 
     /// Everything received so far.
@@ -54,24 +55,45 @@ final class EventStreamReader: Sendable {
     func close() { Glibc.close(fd) }
 }
 
-/// Runs a dashboard service; returns the task running it and the port it listens on (0 when it
-/// never said within five seconds).
+/// The password every test dashboard is given.
+let testPassword = "correct horse battery staple"
+
+/// Runs a dashboard service; returns the task running it, the port it listens on (0 when it
+/// never said within five seconds) and its address (for sign-in links).
 func startDashboard(
-    _ configuration: DashboardConfiguration, log: InMemoryLogHandler = InMemoryLogHandler()
+    _ configuration: DashboardConfiguration, log: InMemoryLogHandler = InMemoryLogHandler(),
+    clock: any TimeSource = SystemTimeSource()
 )
-    async throws -> (running: Task<Void, any Error>, port: Int)
+    async throws -> (running: Task<Void, any Error>, port: Int, address: DashboardAddress?)
 {
-    let url = Mutex<String?>(nil)
-    let service = try DashboardService(configuration: configuration, logger: Logger(label: "test", handler: log)) {
-        address in url.withLock { $0 = address }
-    }
+    let listening = Mutex<DashboardAddress?>(nil)
+    let service = try DashboardService(
+        configuration: configuration, logger: Logger(label: "test", handler: log), clock: clock
+    ) { address in listening.withLock { $0 = address } }
     let running = Task { try await service.run() }
-    var port = 0
-    for _ in 0..<500 where port == 0 {
-        if let address = url.withLock({ $0 }) { port = Int(address.split(separator: ":").last!.dropLast())! }
-        try await Task.sleep(for: .milliseconds(10))
+    var address: DashboardAddress?
+    for _ in 0..<500 where address == nil {
+        address = listening.withLock { $0 }
+        if address == nil { try await Task.sleep(for: .milliseconds(10)) }
     }
-    return (running, port)
+    let port = address.flatMap { URLComponents(string: $0.url)?.port } ?? 0
+    return (running, port, address)
+}
+
+/// Signs in with the password; returns the `Cookie` header value for later requests.
+func signIn(port: Int, password: String = testPassword) throws -> String {
+    let response = try httpRequest(
+        port: port, method: "POST", path: "/login",
+        body: "password=\(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&next=%2F")
+    guard response.status == 303, let cookie = response.header("Set-Cookie")?.split(separator: ";").first else {
+        throw ChildFailure(message: "sign-in failed: \(response.status) \(response.body.prefix(300))")
+    }
+    return String(cookie)
+}
+
+/// A signed-in GET: status and body.
+func authenticatedGet(port: Int, path: String, cookie: String) throws -> HTTPExchange {
+    try httpRequest(port: port, path: path, headers: ["Cookie: \(cookie)"])
 }
 
 @Suite("Dashboard service against a real broker")
@@ -85,30 +107,38 @@ struct DashboardServiceTests {
         let regions = try DashboardFixtures.regionsFile()
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-under-test"), venue: "test",
-            regionsPath: regions, http: ("127.0.0.1", 0), coarseMeters: 2000)
-        let (running, port) = try await startDashboard(configuration)
+            regionsPath: regions, http: ("127.0.0.1", 0), coarseMeters: 2000, password: testPassword)
+        let (running, port, _) = try await startDashboard(configuration)
         #expect(port > 0, "the dashboard never said where it listens")
+        let cookie = try signIn(port: port)
 
         // The session is declared (retained) once the dashboard is connected.
         let session = try await nextMessages(watcher, count: 1, timeout: .seconds(10))
         #expect(session.first?.topic == "perimeter/v1/test/sessions/dashboard/live")
         #expect(session.first?.payloadString.contains(#""subjects":"*""#) == true)
 
-        let page = try httpGet(port: port, path: "/")
+        let page = try authenticatedGet(port: port, path: "/", cookie: cookie)
         #expect(page.status == 200)
         #expect(page.body.contains("<svg") && page.body.contains("id=\"region-gallery-1\""))
-        #expect(page.body.contains("new EventSource(\"/events\")"))
-        // Nothing fetched from anywhere: no src or href attributes, no stylesheets, no CSS urls,
-        // and the only URL in the page is the SVG namespace (a name, never fetched).
-        for fetching in ["src=", "href=", "<link", "@import", "url(", "https://"] {
-            #expect(!page.body.contains(fetching), "the page holds \(fetching)")
+        let script = try authenticatedGet(port: port, path: "/dashboard.js", cookie: cookie)
+        #expect(script.body.contains("new EventSource(\"/events\")"))
+        #expect(script.header("Content-Type") == "text/javascript; charset=utf-8")
+        // Nothing fetched from anywhere but this dashboard: the only src and href are its own
+        // style and script, no CSS urls, and the only URL in the page is the SVG namespace (a
+        // name, never fetched). No inline script or style either (the CSP forbids them).
+        let references =
+            page.body.components(separatedBy: #"src=""#).dropFirst().map { $0.prefix { $0 != "\"" } }
+            + page.body.components(separatedBy: #"href=""#).dropFirst().map { $0.prefix { $0 != "\"" } }
+        #expect(references.sorted() == ["/dashboard.css", "/dashboard.js"], "\(references)")
+        for inline in ["<script>", "<style", " style=", " onclick=", " onload=", "@import", "url(", "https://"] {
+            #expect(!page.body.contains(inline), "the page holds \(inline)")
         }
         let urls = page.body.components(separatedBy: "http://").dropFirst()
         #expect(!urls.isEmpty && urls.allSatisfy { $0.hasPrefix("www.w3.org/2000/svg\"") })
-        #expect(try httpGet(port: port, path: "/map.svg").body.hasPrefix("<svg"))
-        #expect(try httpGet(port: port, path: "/nope").status == 404)
+        #expect(try authenticatedGet(port: port, path: "/map.svg", cookie: cookie).body.hasPrefix("<svg"))
+        #expect(try authenticatedGet(port: port, path: "/nope", cookie: cookie).status == 404)
 
-        let stream = try EventStreamReader(port: port)
+        let stream = try EventStreamReader(port: port, cookie: cookie)
         try await stream.waitFor("the first state") { $0.contains("event: state") && $0.contains("\"occupancy\"") }
         let root = "perimeter/v1/test"
         // Authorization records as the subjects' apps publish them (retained).
@@ -157,10 +187,10 @@ struct DashboardServiceTests {
         let broker = try await TestBroker.start(extraConfiguration: ["acl_file \(acl)"])
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-refused"), venue: "test",
-            regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
+            regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0), password: testPassword)
         let log = InMemoryLogHandler()
-        let (running, port) = try await startDashboard(configuration, log: log)
-        let stream = try EventStreamReader(port: port)
+        let (running, port, _) = try await startDashboard(configuration, log: log)
+        let stream = try EventStreamReader(port: port, cookie: try signIn(port: port))
         try await stream.waitFor("a state with the broker connected") {
             $0.contains(#""id":"dashboard broker connection","online":true"#)
         }
@@ -179,14 +209,16 @@ struct DashboardServiceTests {
         let broker = try await TestBroker.start()
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-held"), venue: "test",
-            regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0))
-        let (running, port) = try await startDashboard(configuration)
+            regionsPath: try DashboardFixtures.regionsFile(), http: ("127.0.0.1", 0), password: testPassword)
+        let (running, port, _) = try await startDashboard(configuration)
+        let cookie = try signIn(port: port)
         let started = ContinuousClock.now
-        let page = try httpGet(port: port, path: "/snapshot/1")
+        let page = try httpRequest(port: port, path: "/snapshot/1", headers: ["Cookie: \(cookie)"])
         let elapsed = ContinuousClock.now - started
-        #expect(page.body.hasSuffix("</html>\n"))
+        #expect(page.body.contains("<script src=\"/dashboard.js\"></script>"))
+        #expect(page.body.contains("</html>\n"))
         #expect(elapsed >= .milliseconds(950), "took \(elapsed)")
-        #expect(try httpGet(port: port, path: "/snapshot/x").status == 404)
+        #expect(try authenticatedGet(port: port, path: "/snapshot/x", cookie: cookie).status == 404)
         running.cancel()
         _ = try? await running.value
         await broker.stop()

@@ -6,8 +6,12 @@
 # A password comes from PERIMETER_PASSWORD_<ACCOUNT> (upper case, other characters than
 # letters and digits as _: phone-7 -> PERIMETER_PASSWORD_PHONE_7); without one a random
 # password is generated and printed once, here, as "account password": store it (each
-# service's /etc/perimeter/*.env) before you lose it. The file is written anew every time
-# (mosquitto_passwd -c), mode 600; the broker must be able to read it.
+# service's /etc/perimeter/*.env) before you lose it. The file is written anew every time,
+# mode 600; the broker must be able to read it.
+#
+# No password is ever on a command line (where `ps` and /proc/*/cmdline show it to every
+# user): the accounts are written as `name:password` lines by the shell's own printf into the
+# new file (mode 600 from the start), and `mosquitto_passwd -U` hashes that file in place.
 set -eu
 
 usage() {
@@ -36,7 +40,7 @@ random_password() {
 umask 077
 tmp="$file.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
-first=1
+: >"$tmp"
 for account in evaluator notifier consent operator consumer dashboard "$@"; do
     case "$account" in
         */* | *+* | *#* | *:* | "")
@@ -50,13 +54,17 @@ for account in evaluator notifier consent operator consumer dashboard "$@"; do
         password=$(random_password)
         echo "$account $password"
     fi
-    if [ $first -eq 1 ]; then
-        "$passwd" -b -c "$tmp" "$account" "$password"
-        first=0
-    else
-        "$passwd" -b "$tmp" "$account" "$password"
-    fi
+    case "$password" in
+        *"
+"*)
+            echo "$0: $variable holds a line break: one line only" >&2
+            exit 64
+            ;;
+    esac
+    # printf is a shell builtin: the password never becomes a process argument.
+    printf '%s:%s\n' "$account" "$password" >>"$tmp"
 done
+"$passwd" -U "$tmp"
 mv "$tmp" "$file"
 trap - EXIT
 echo "wrote $file" >&2

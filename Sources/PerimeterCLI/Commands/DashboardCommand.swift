@@ -15,7 +15,11 @@ struct DashboardCommand: ParsableCommand {
             dead letters, ranging of a chosen subject, held-event and dead-letter counters and
             services' health, streamed as Server-Sent Events on /events. Subjects whose
             authorization is denied, restricted or not determined are never shown; reduced-
-            accuracy subjects only as a dashboard.coarseMeters circle. Settings: --config FILE
+            accuracy subjects only as a dashboard.coarseMeters circle. Everything but /healthz
+            needs a sign-in: the password from dashboard.passwordFile (a file of mode 0600) or
+            PERIMETER_DASHBOARD_PASSWORD, never from the JSON file; requests must name an
+            allowed host (loopback names, the listening address, dashboard.allowedHosts); set
+            dashboard.behindTLS behind an HTTPS proxy. Settings: --config FILE
             (or PERIMETER_CONFIG; the evaluator's file works), PERIMETER_* variables and
             --set key=value.
             """)
@@ -26,11 +30,20 @@ struct DashboardCommand: ParsableCommand {
     @Option(help: "A setting, key=value (repeatable); overrides file and environment.", valueName: "key=value")
     var set: [String] = []
 
+    @Flag(
+        help:
+            "Print a single-use sign-in link (valid ten minutes) once listening: for an operator at a terminal, not for a service's log."
+    )
+    var loginLink: Bool
+
     func run() async throws {
         let (configuration, logger) = try DashboardConfiguration.load(
             config: config, overrides: set, label: "dashboard")
-        let service = try DashboardService(configuration: configuration, logger: logger) { url in
-            FileHandle.standardOutput.write(Data("perimeter dashboard: \(url)\n".utf8))
+        let loginLink = loginLink
+        let service = try DashboardService(configuration: configuration, logger: logger) { address in
+            var text = "perimeter dashboard: \(address.url)\n"
+            if loginLink { text += "perimeter dashboard: sign in once at \(address.oneTimeLoginURL())\n" }
+            FileHandle.standardOutput.write(Data(text.utf8))
         }
         try await ServiceGroup(services: [service], logger: logger).run()
     }

@@ -17,11 +17,20 @@ extension UpCommand {
     {
         var dashboardBroker = broker
         dashboardBroker.clientID = "\(broker.clientID)-dashboard"
+        // A password for this run only, never stored: the printed link signs the first browser in
+        // (once), and the password opens it from any other.
+        let password = DashboardAuth.randomToken().prefix(20)
         let configuration = DashboardConfiguration(
             broker: dashboardBroker, prefix: settings.prefix, venue: settings.venue, regionsPath: settings.regionsPath,
-            http: Self.hostPort(address) ?? ("127.0.0.1", 8080), log: settings.log)
-        return try DashboardService(configuration: configuration, logger: logger) { url in
-            FileHandle.standardError.write(Data("perimeter up: dashboard at \(url)\n".utf8))
+            http: Self.hostPort(address) ?? ("127.0.0.1", 8080), password: String(password), log: settings.log)
+        return try DashboardService(configuration: configuration, logger: logger) { address in
+            FileHandle.standardError.write(
+                Data(
+                    """
+                    perimeter up: dashboard password for this run: \(password)
+                    perimeter up: dashboard at \(address.oneTimeLoginURL())
+
+                    """.utf8))
         }
     }
 }
