@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [TARGET…] [--seconds N] [--jobs J] [--no-build] [--keep-going]
 #
-# TARGETs: inbound adverts regions json topics rules agent (default: all). Each target is PerimeterCore's
+# TARGETs: inbound adverts regions json topics rules agent outgoing (default: all). Each target is PerimeterCore's
 # sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
 # .build/fuzz/<target>, then run for N seconds (default 600) on fuzz/corpus/<target>
 # (new inputs are added there; seeds are under fuzz/corpus/<target> too). Crashes go to
@@ -20,7 +20,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_targets=(inbound adverts regions json topics rules agent)
+all_targets=(inbound adverts regions json topics rules agent outgoing)
 targets=()
 seconds=600
 jobs=2
