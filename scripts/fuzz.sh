@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [TARGET…] [--seconds N] [--jobs J] [--no-build] [--keep-going]
 #
-# TARGETs: inbound adverts regions json topics rules agent config httprequest (default: all). Each target is
+# TARGETs: inbound adverts regions json topics rules agent config httprequest outgoing (default: all). Each target is
 # PerimeterCore's sources plus one entry file, compiled with `swiftc -sanitize=fuzzer,address` into
 # .build/fuzz/<target> (an entry file may add sources of other modules with a `// fuzz-sources:`
 # line of paths or globs, compiled into the same module with their `import Perimeter…` lines
@@ -23,7 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-all_targets=(inbound adverts regions json topics rules agent config httprequest)
+all_targets=(inbound adverts regions json topics rules agent config httprequest outgoing)
 targets=()
 seconds=600
 jobs=2
