@@ -52,8 +52,10 @@ struct HTTPClientTests {
         #expect(error.kind == row.kind, "\(error)")
         #expect(error.description.contains("POST http://127.0.0.1:\(port)/\(row.mode)"), "\(error)")
         #expect(error.description.localizedCaseInsensitiveContains(row.says), "\(error)")
-        // The whole-transfer timeout (4 s) bounds every exchange, whatever the peer does.
-        #expect(elapsed < .seconds(6), "\(row.mode) took \(elapsed)")
+        // The exchange ends, whatever the peer does (an endless body or a stall would hang it
+        // without the whole-transfer timeout of 4 s). Not a timing figure: under a loaded
+        // machine the blocking pool may start it late, so the bound only tells an end from a hang.
+        #expect(elapsed < .seconds(60), "\(row.mode) took \(elapsed)")
     }
 
     @Test("a redirect is not followed: the 302 is the answer")
