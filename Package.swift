@@ -49,7 +49,7 @@ let package = Package(
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
         .target(
             name: "PerimeterEvaluator",
-            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit"]),
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
 
         // The notifier: rules, templates, outbox and channels around the core.
         .target(

@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNet
 import PerimeterStore
 import Synchronization
 
@@ -29,6 +30,12 @@ public struct EvaluatorService: Service {
     public var name: String { "evaluator" }
 
     public init(configuration: EvaluatorConfiguration, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
+        // Event ids are hashed by libcrypto (byte-identical to the core's pure SHA-256).
+        var configuration = configuration
+        for index in configuration.venues.indices {
+            configuration.venues[index].settings.geofence.idHasher = EventIDHasher(LibcryptoSHA256())
+            configuration.venues[index].settings.beacons.idHasher = EventIDHasher(LibcryptoSHA256())
+        }
         self.configuration = configuration
         self.logger = logger
         self.clock = clock

@@ -4,6 +4,8 @@ import Foundation
 public struct BeaconParameters: Sendable, Hashable {
     /// Venue name, part of every event id.
     public var venue: String
+    /// The SHA-256 event ids are made with.
+    public var idHasher = EventIDHasher()
     /// A subject stays inside a beacon region while a matching beacon was heard this recently
     /// (Core Location: 30 s).
     public var beaconExitTimeout: TimeInterval
@@ -351,7 +353,9 @@ public struct BeaconEngine: Sendable {
     }
 
     private func context(slot: Int32, subject: String) -> MembershipContext {
-        MembershipContext(venue: parameters.venue, region: matcher.regions[Int(slot)]!.region, subject: subject)
+        MembershipContext(
+            venue: parameters.venue, region: matcher.regions[Int(slot)]!.region, subject: subject,
+            hasher: parameters.idHasher)
     }
 
     /// Finds or adds the beacon in the subject's list, and records the sample.
@@ -497,7 +501,8 @@ public struct BeaconEngine: Sendable {
         for stateIndex in scanners[index].regions.indices {
             let slot = Int(scanners[index].regions[stateIndex].slot)
             guard let region = matcher.regions[slot] else { continue }
-            let context = MembershipContext(venue: parameters.venue, region: region.region, subject: subject)
+            let context = MembershipContext(
+                venue: parameters.venue, region: region.region, subject: subject, hasher: parameters.idHasher)
             if let event = scanners[index].regions[stateIndex].membership.makeUnknown(at: t, reason: reason, context) {
                 events.append(event)
             }

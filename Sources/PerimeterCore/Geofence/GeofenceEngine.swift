@@ -4,6 +4,8 @@ import Foundation
 public struct GeofenceParameters: Sendable, Hashable {
     /// Venue name, part of every event id.
     public var venue: String
+    /// The SHA-256 event ids are made with.
+    public var idHasher = EventIDHasher()
     /// A fix is inside when `d ≤ −accuracy·kIn`.
     public var kIn: Double
     /// A fix is outside when `d ≥ accuracy·kOut + exitBuffer`.
@@ -305,7 +307,7 @@ public struct GeofenceEngine: Sendable {
     }
 
     private func context(_ region: Region, _ subject: String) -> MembershipContext {
-        MembershipContext(venue: parameters.venue, region: region, subject: subject)
+        MembershipContext(venue: parameters.venue, region: region, subject: subject, hasher: parameters.idHasher)
     }
 
     /// Moves every state of `subject` to unknown (e.g. its agent's last will said it went

@@ -22,6 +22,7 @@ struct MembershipContext {
     var venue: String
     var region: Region
     var subject: String
+    var hasher = EventIDHasher()
 }
 
 /// One (subject, region) state machine, shared by the geofence and beacon engines: the engines
@@ -160,7 +161,8 @@ struct Membership: Sendable, Codable {
         return RegionEvent(
             kind: kind, region: context.region.id, subject: context.subject, t: t, seq: seq,
             id: RegionEvent.makeID(
-                venue: context.venue, region: context.region.id, subject: context.subject, kind: kind, seq: seq),
+                venue: context.venue, region: context.region.id, subject: context.subject, kind: kind, seq: seq,
+                hasher: context.hasher.implementation),
             source: evidence.source, fix: evidence.fix, refinement: evidence.refinement, interpolated: interpolated)
     }
 }

@@ -141,6 +141,18 @@ public struct SHA256 {
 /// A SHA-256 implementation, so that the pure core can hash without C while a service may hand
 /// it libcrypto's (`LibcryptoSHA256` in PerimeterNet). Every implementation gives the same
 /// digest: event ids made with either are byte-identical (tested on many inputs).
+/// The SHA-256 that event ids are made with, as an engine parameter: the pure one by default,
+/// libcrypto's where a service injects it (ids are byte-identical either way). Parameters that
+/// differ only in the implementation are equal.
+public struct EventIDHasher: Sendable, Hashable {
+    public let implementation: any SHA256Hashing
+
+    public init(_ implementation: any SHA256Hashing = PureSHA256()) { self.implementation = implementation }
+
+    public static func == (left: EventIDHasher, right: EventIDHasher) -> Bool { true }
+    public func hash(into hasher: inout Hasher) {}
+}
+
 public protocol SHA256Hashing: Sendable {
     /// The 32-byte digest of `bytes`.
     func sha256(_ bytes: [UInt8]) -> [UInt8]
