@@ -147,29 +147,10 @@ public func sendHTTPGet(
 ) throws
     -> Int32
 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard fd >= 0 else { throw ChildFailure(message: "socket failed") }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
-    guard connected else {
-        close(fd)
-        throw ChildFailure(message: "nothing listens on 127.0.0.1:\(port)")
-    }
+    let fd = try connectLoopback(port: port, readTimeout: readTimeout)
     let request = Array(
         (["GET \(path) HTTP/1.0", "Host: 127.0.0.1"] + headers + ["", ""]).joined(separator: "\r\n").utf8)
-    _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-    if let readTimeout {
-        let (seconds, attoseconds) = readTimeout.components
-        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
+    sendAll(fd, request)
     return fd
 }
 

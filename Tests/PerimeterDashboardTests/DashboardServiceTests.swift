@@ -113,7 +113,7 @@ struct DashboardServiceTests {
         let cookie = try signIn(port: port)
 
         // The session is declared (retained) once the dashboard is connected.
-        let session = try await nextMessages(watcher, count: 1, timeout: .seconds(10))
+        let session = try await nextMessages(watcher, count: 1, timeout: .seconds(30))
         #expect(session.first?.topic == "perimeter/v1/test/sessions/dashboard/live")
         #expect(session.first?.payloadString.contains(#""subjects":"*""#) == true)
 
