@@ -89,8 +89,10 @@ struct BenchDashboardCommand: ParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         let password = UUID().uuidString
         let passwordPath = directory.appendingPathComponent("password").path
-        FileManager.default.createFile(
-            atPath: passwordPath, contents: Data(password.utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: passwordPath, contents: Data(password.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw ValidationError("cannot write the dashboard's password file \(passwordPath)") }
         let config: JSONValue = [
             "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port))],
             "dashboard": [
