@@ -219,6 +219,13 @@ struct DoctorCommand: ParsableCommand {
         } else {
             findings.warn("clock: no observation seen in \(listen) s; skew not measured")
         }
+        // Mosquitto publishes $SYS every sys_interval (10 s in the shipped configs): a broker
+        // that started moments ago may not have yet.
+        if dropped {
+            _ = try? await waitForValue(timeout: .seconds(12), every: .milliseconds(100)) {
+                log.timed.contains { $0.message.topic == EvaluatorService.brokerDroppedTopic } ? true : nil
+            }
+        }
         checkBrokerLoss(subscribed: dropped, log.timed.map(\.message), findings)
     }
 
