@@ -156,6 +156,12 @@ struct TrustBoundaryTests {
         let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
         #expect(try httpGet(port: port, path: "/healthz").body.contains(#""status":"ok""#))
+        // The baseline first: drops before the evaluator's first sample of the counter would be
+        // part of it (the counter says what the broker dropped since it started).
+        let sampled = try await waitForValue(timeout: .seconds(60), every: .milliseconds(100)) {
+            try httpGet(port: port, path: "/metrics").body.contains("perimeter_broker_messages_dropped 0") ? true : nil
+        }
+        #expect(sampled == true, "the evaluator never read the broker's dropped counter")
         // A parked session (subscribed, then gone) whose queue holds at most 5 messages.
         var parkedConfiguration = harness.broker.clientConfiguration("parked", cleanStart: false)
         parkedConfiguration.sessionExpiry = 3600
