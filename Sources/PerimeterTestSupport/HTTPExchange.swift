@@ -34,35 +34,31 @@ public struct HTTPExchange: Sendable {
     }
 }
 
+/// Calls `body` with `host`:`port` as an IPv4 socket address and its length (bind, connect).
+private func withIPv4Address(
+    _ host: String, port: Int, _ body: (UnsafePointer<sockaddr>, socklen_t) -> Int32
+) -> Int32 {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = inet_addr(host)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+}
+
 /// Opens a TCP connection to 127.0.0.1:`port`, from the loopback address `source` when given
 /// (any of 127.0.0.0/8 works on Linux: several "clients" on one machine, for per-IP limits).
 public func connectLoopback(port: Int, from source: String? = nil, readTimeout: Duration? = nil) throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw ChildFailure(message: "socket failed") }
     if let source {
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = inet_addr(source)
-        let bound = withUnsafePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-        guard bound else {
+        guard withIPv4Address(source, port: 0, { bind(fd, $0, $1) }) == 0 else {
             close(fd)
             throw ChildFailure(message: "cannot bind to \(source): \(String(cString: strerror(errno)))")
         }
     }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = UInt16(port).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
-    guard connected else {
+    guard withIPv4Address("127.0.0.1", port: port, { connect(fd, $0, $1) }) == 0 else {
         close(fd)
         throw ChildFailure(message: "nothing listens on 127.0.0.1:\(port)")
     }
