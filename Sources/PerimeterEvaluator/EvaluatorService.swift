@@ -402,7 +402,7 @@ final class EvaluatorRuntime {
         let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
             if $0.topic == EvaluatorService.brokerDroppedTopic {
-                Self.noteBrokerDropped($0.payload, metrics: metrics)
+                EvaluatorService.noteBrokerDropped($0.payload, retained: $0.retain, metrics: metrics)
                 return
             }
             // Sizes are checked before anything is stored: an oversized payload leaves a stub.
@@ -543,17 +543,6 @@ final class EvaluatorRuntime {
         if dropped > 0 {
             logger.info("refused outbox rows past their retention deleted", metadata: ["rows": "\(dropped)"])
         }
-    }
-
-    /// Records the broker's dropped-message counter: the first value seen is the baseline;
-    /// growth after it is loss while this evaluator runs (health says `degraded`).
-    static func noteBrokerDropped(_ payload: [UInt8], metrics: Metrics) {
-        guard let count = Double(String(decoding: payload.prefix(32), as: UTF8.self)), count.isFinite, count >= 0
-        else { return }
-        let baseline = metrics.value("perimeter_broker_dropped_baseline") ?? count
-        metrics.set("perimeter_broker_dropped_baseline", min(baseline, count))
-        metrics.set("perimeter_broker_messages_dropped", count)
-        metrics.set("perimeter_broker_dropped_since_start", max(0, count - min(baseline, count)))
     }
 
     /// The publishing stage (set once connected).
@@ -874,14 +863,7 @@ final class EvaluatorRuntime {
             help:
                 "Clocks found ahead at start (a database written before future dates were refused), by what was repaired."
         )
-        metrics.declare(
-            "perimeter_broker_messages_dropped", .gauge,
-            help: "Messages the broker dropped since it started ($SYS/broker/publish/messages/dropped; Mosquitto).")
-        metrics.declare(
-            "perimeter_broker_dropped_since_start", .gauge,
-            help: "Messages the broker dropped while this evaluator ran: input may have been lost (health: degraded).")
-        metrics.declare(
-            "perimeter_broker_dropped_baseline", .gauge, help: "The broker's dropped count when first seen.")
+        EvaluatorService.declareBrokerLoss(in: metrics)
         metrics.declare("perimeter_events_total", .counter, help: "Events published, by venue and event.")
         metrics.declare(
             "perimeter_parts_refused_total", .counter,
@@ -1227,4 +1209,33 @@ extension EvaluatorRuntime {
 public struct EvaluatorError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+extension EvaluatorService {
+    /// The metrics ``noteBrokerDropped(_:retained:metrics:)`` sets.
+    public static func declareBrokerLoss(in metrics: Metrics) {
+        metrics.declare(
+            "perimeter_broker_messages_dropped", .gauge,
+            help: "Messages the broker dropped since it started ($SYS/broker/publish/messages/dropped; Mosquitto).")
+        metrics.declare(
+            "perimeter_broker_dropped_since_start", .gauge,
+            help: "Messages the broker dropped while this evaluator ran: input may have been lost (health: degraded).")
+        metrics.declare(
+            "perimeter_broker_dropped_baseline", .gauge, help: "The broker's dropped count when first seen.")
+    }
+
+    /// Records the broker's dropped-message counter. Mosquitto publishes it retained, only when it
+    /// changes, and lets it expire 60 s later: a value that comes from the retained store (at
+    /// subscribe time) is the baseline; a first value that comes live is a change made while this
+    /// evaluator was subscribed, so it counts as at least one message lost (the baseline is one
+    /// less). Growth after the baseline is loss while this evaluator runs (health: `degraded`); a
+    /// count below the baseline is a restarted broker, whose count becomes the baseline.
+    public static func noteBrokerDropped(_ payload: [UInt8], retained: Bool, metrics: Metrics) {
+        guard let count = Double(String(decoding: payload.prefix(32), as: UTF8.self)), count.isFinite, count >= 0
+        else { return }
+        let baseline = min(metrics.value("perimeter_broker_dropped_baseline") ?? (retained ? count : count - 1), count)
+        metrics.set("perimeter_broker_dropped_baseline", max(0, baseline))
+        metrics.set("perimeter_broker_messages_dropped", count)
+        metrics.set("perimeter_broker_dropped_since_start", count - max(0, baseline))
+    }
 }

@@ -171,15 +171,21 @@ public func httpGet(port: Int, path: String) throws -> (status: Int, body: Strin
     return (status, body)
 }
 
-/// The pids whose parent is `pid` (from /proc).
+/// The pids whose parent is `pid` (from /proc). Read with readdir, entry by entry: on a busy
+/// machine processes come and go during the scan, and a listing that fails as a whole on one
+/// vanished entry would say "no children" when there are some.
 public func childProcesses(of pid: pid_t) -> [pid_t] {
-    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    return entries.compactMap { entry -> pid_t? in
-        guard let child = pid_t(entry),
-            let status = try? String(contentsOfFile: "/proc/\(entry)/status", encoding: .utf8),
+    guard let directory = opendir("/proc") else { return [] }
+    defer { closedir(directory) }
+    var children: [pid_t] = []
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard let child = pid_t(name),
+            let status = try? String(contentsOfFile: "/proc/\(name)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("PPid:") }),
             pid_t(line.dropFirst(5).trimmingCharacters(in: .whitespaces)) == pid
-        else { return nil }
-        return child
+        else { continue }
+        children.append(child)
     }
+    return children
 }

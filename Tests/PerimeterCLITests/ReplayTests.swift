@@ -257,8 +257,11 @@ struct UpTests {
         }
         #expect(child.subprocess.isRunning, "up ended early: \(child.output)")
         // Whatever up started as a child (the broker), to check it is gone afterwards.
-        let children = childProcesses(of: child.subprocess.pid)
-        #expect(!children.isEmpty)
+        var children: [pid_t] = []
+        try await waitUntil("up's broker among its children", timeout: .seconds(30)) {
+            children = childProcesses(of: child.subprocess.pid)
+            return !children.isEmpty
+        }
         // The kind of each message mosquitto_sub printed ("topic payload"): the topic level
         // after perimeter/v1/museum.
         func kinds() -> Set<String> {
