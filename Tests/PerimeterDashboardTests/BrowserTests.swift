@@ -93,7 +93,7 @@ struct BrowserTests {
             let port = try #require(Int(url.split(separator: ":").last!.dropLast()))
             let signInLine = try await dashboard.waitForLine(containing: "sign in once at http://")
             let signIn = try #require(signInLine.split(separator: " ").last.map(String.init))
-            try await waitForHealth(port: port) { $0.hasPrefix("ok") }
+            try await waitForHealth("answering", port: port) { $0.hasPrefix("ok") }
 
             // Without credentials the browser gets the sign-in form, not the venue.
             let refused = try await Chromium.run(["--dump-dom", "\(url)snapshot/1"])
@@ -106,7 +106,7 @@ struct BrowserTests {
             // under load); meanwhile a visitor walks in.
             let page = Self.link(signIn, next: "/snapshot/15", fragment: "visitor-1")
             let browser = Task { try await Chromium.run(["--dump-dom", page], profile: profile) }
-            try await waitForHealth(port: port) { $0.contains("1 page(s) streaming") }
+            try await waitForHealth("the page streaming", port: port) { $0.contains("1 page(s) streaming") }
             let t = Timestamp.format(Date())
             try await publisher.publish(
                 "perimeter/v1/test/obs/phone-1/gps",
@@ -182,7 +182,7 @@ struct BrowserTests {
             let dashboardPort = try #require(URLComponents(string: signIn)?.port)
             let password = try await up.waitForLine(containing: "perimeter up: dashboard password for this run: ")
             #expect((password.split(separator: " ").last?.count ?? 0) == 20)
-            try await waitForHealth(port: dashboardPort) { $0.hasPrefix("ok") }
+            try await waitForHealth("answering", port: dashboardPort) { $0.hasPrefix("ok") }
             // The evaluator's first session exists once it has subscribed: an observation sent
             // before that reaches nobody (the dashboard can be up a second earlier).
             try await up.waitForLine(containing: "evaluator running", timeout: .seconds(60))
@@ -193,7 +193,7 @@ struct BrowserTests {
             let browser = Task {
                 try await Chromium.run(["--dump-dom", Self.link(signIn, next: "/snapshot/15", fragment: "visitor-9")])
             }
-            try await waitForHealth(port: dashboardPort) { $0.contains("1 page(s) streaming") }
+            try await waitForHealth("the page streaming", port: dashboardPort) { $0.contains("1 page(s) streaming") }
             try await publisher.publish(
                 "perimeter/v1/museum/obs/phone-9/gps",
                 #"{"subject":"visitor-9","t":"\#(Timestamp.format(Date()))","lat":48.8606,"lon":2.3354,"acc":3}"#,
@@ -216,13 +216,20 @@ struct BrowserTests {
 
     /// Waits for the dashboard's /healthz to satisfy `condition`; 60 s, as long as Chromium may
     /// take to start and open the page's stream on a loaded machine.
-    func waitForHealth(port: Int, _ condition: (String) -> Bool) async throws {
+    func waitForHealth(_ what: String, port: Int, _ condition: (String) -> Bool) async throws {
         var last = ""
         try await waitUntil(
-            "dashboard health", timeout: .seconds(60), every: .milliseconds(50), context: { "last: \(last)" }
+            "dashboard health: \(what)", timeout: .seconds(60), every: .milliseconds(50),
+            context: { "last: \(last)" }
         ) {
-            last = (try? httpGet(port: port, path: "/healthz").body) ?? ""
-            return condition(last)
+            do {
+                let answer = try httpGet(port: port, path: "/healthz")
+                last = "\(answer.status) \(answer.body)"
+                return condition(answer.body)
+            } catch {
+                last = "\(error)"
+                return false
+            }
         }
     }
 }
