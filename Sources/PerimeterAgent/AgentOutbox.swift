@@ -27,7 +27,10 @@ final class AgentOutbox {
                     qos INTEGER NOT NULL,
                     retain INTEGER NOT NULL,
                     queued REAL NOT NULL)
-                """)
+                """),
+        // The last number given to each agent's observations (`n`): kept with the outbox, so
+        // numbering goes on across restarts and a gap means a message lost after it left.
+        Migration(2, "numbers", sql: "CREATE TABLE numbers(agent TEXT PRIMARY KEY, n INTEGER NOT NULL)"),
     ]
 
     init(path: String) throws {
@@ -35,8 +38,8 @@ final class AgentOutbox {
         try database.migrate(Self.migrations)
     }
 
-    /// Appends messages in order, in one transaction.
-    func append(_ messages: [MQTTMessage], at now: Date) throws {
+    /// Appends messages in order with the numbers they used, in one transaction.
+    func append(_ messages: [MQTTMessage], numbers: [String: Int] = [:], at now: Date) throws {
         guard !messages.isEmpty else { return }
         try database.transaction {
             for message in messages {
@@ -44,7 +47,22 @@ final class AgentOutbox {
                     "INSERT INTO outbox(topic, payload, qos, retain, queued) VALUES (?, ?, ?, ?, ?)", message.topic,
                     message.payload, Int(message.qos.rawValue), message.retain ? 1 : 0, now.timeIntervalSince1970)
             }
+            for (agent, n) in numbers {
+                try database.run(
+                    "INSERT INTO numbers(agent, n) VALUES (?, ?) ON CONFLICT(agent) DO UPDATE SET n = excluded.n",
+                    agent,
+                    n)
+            }
         }
+    }
+
+    /// The last number given to each agent's observations.
+    func numbers() throws -> [String: Int] {
+        var numbers: [String: Int] = [:]
+        for row in try database.query("SELECT agent, n FROM numbers") {
+            if let agent = row[0].string, let n = row[1].int { numbers[agent] = Int(n) }
+        }
+        return numbers
     }
 
     /// The oldest `limit` messages after `seq`, oldest first.

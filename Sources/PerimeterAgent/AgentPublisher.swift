@@ -21,6 +21,8 @@ actor AgentPublisher {
     private(set) var filtered = 0
 
     private let clock: any TimeSource
+    /// The last number (`n`) given to each agent's observations, as in the outbox.
+    private var numbers: [String: Int]
 
     init(configuration: AgentConfiguration, logger: Logger, clock: any TimeSource) throws {
         self.clock = clock
@@ -28,6 +30,7 @@ actor AgentPublisher {
         self.logger = logger
         topics = Topics(prefix: configuration.prefix, venue: configuration.venue)
         outbox = try AgentOutbox(path: configuration.databasePath)
+        numbers = try outbox.numbers()
         filter = LocationFilter(
             distanceFilter: configuration.distanceFilter, desiredAccuracy: configuration.desiredAccuracy)
         let will = MQTTConfiguration.Will(
@@ -43,8 +46,16 @@ actor AgentPublisher {
         }
     }
 
-    /// The messages for `messages`, after the location filter.
-    func mqttMessages(_ messages: [AgentMessage]) -> [MQTTMessage] {
+    /// The messages for `messages`, after the location filter. Each observation is numbered
+    /// (`n`) per agent, continuing from `numbers`; the numbers used are added there.
+    func mqttMessages(_ messages: [AgentMessage], numbers: inout [String: Int]) -> [MQTTMessage] {
+        func numbered(_ payload: JSONValue, agent: String) -> JSONValue {
+            guard case .object(var object) = payload else { return payload }
+            let n = numbers[agent, default: 0] + 1
+            numbers[agent] = n
+            object["n"] = .number(Double(n))
+            return .object(object)
+        }
         var result: [MQTTMessage] = []
         for message in messages {
             switch message {
@@ -53,13 +64,15 @@ actor AgentPublisher {
                 if reading.subject == nil { reading.subject = configuration.subject }
                 switch filter.admit(reading, subject: subject) {
                 case .publish:
-                    result.append(json(topics.gps(agent: agent ?? configuration.agent), reading.payload))
+                    let agent = agent ?? configuration.agent
+                    result.append(json(topics.gps(agent: agent), numbered(reading.payload, agent: agent)))
                 case .tooInaccurate, .tooClose:
                     filtered += 1
                 }
             case .ble(let agent, var scan):
                 if scan.subject == nil && agent == nil { scan.subject = configuration.subject }
-                result.append(json(topics.ble(agent: agent ?? configuration.agent), scan.payload))
+                let agent = agent ?? configuration.agent
+                result.append(json(topics.ble(agent: agent), numbered(scan.payload, agent: agent)))
             case .authorization(let subject, let status, let accuracy):
                 result.append(
                     json(
@@ -84,8 +97,13 @@ actor AgentPublisher {
 
     /// Queues the messages (one transaction); the sender publishes them.
     func submit(_ messages: [AgentMessage]) throws {
-        let outgoing = mqttMessages(messages)
-        try outbox.append(outgoing, at: clock.now)
+        // Numbers are kept only once the messages that used them are stored: a failed append
+        // leaves no gap.
+        var used = numbers
+        let outgoing = mqttMessages(messages, numbers: &used)
+        let changed = used.filter { numbers[$0.key] != $0.value }
+        try outbox.append(outgoing, numbers: changed, at: clock.now)
+        numbers = used
         queued += outgoing.count
         if !outgoing.isEmpty { wake.yield() }
     }

@@ -129,6 +129,10 @@ final class EvaluatorRuntime {
     private var fileRegionIDs: [String: Set<String>] = [:]
     private var cursor: Int64 = 0
     private var stats = EvaluatorStats()
+    /// Agents' message numbers, per venue and agent: gaps are input lost on the way.
+    private var sequences = SequenceWatch()
+    /// Messages missing from agents' numbering since start, per venue.
+    private var missing: [String: Int] = [:]
     /// Journal rows processed since the last snapshot.
     private var sinceSnapshot = 0
     private var snapshotSoon = false
@@ -870,6 +874,9 @@ final class EvaluatorRuntime {
             help: "Parts of accepted messages refused on their own (one bad advert of a scan), by venue and code.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
         metrics.declare(
+            "perimeter_agent_messages_missing_total", .counter,
+            help: "Observations missing from agents' numbering (n), by venue: lost between agent and evaluator.")
+        metrics.declare(
             "perimeter_regions_invalid", .gauge,
             help: "Problems in the venue's regions file; its invalid features are left out (degraded).")
         metrics.declare(
@@ -1050,6 +1057,7 @@ final class EvaluatorRuntime {
             return reject(row, venue: venue, error)
         }
         let inputs = decoded.inputs
+        if let n = decoded.sequence, let agent = Self.agent(of: route) { noteSequence(n, agent: agent, venue: venue) }
         if !configuration.forbiddenIDCharacters.isEmpty {
             for input in inputs {
                 for id in input.topicIDs {
@@ -1078,6 +1086,34 @@ final class EvaluatorRuntime {
         return Applied(
             venue: venue, outputs: outputs,
             partDeadletters: decoded.refused.map { refusePart(row, venue: venue, $0) })
+    }
+
+    /// Notes an agent's message number; a gap is input lost between the agent and us (a broker
+    /// queue limit, a bridge): counted, logged with the agent, and `/healthz` says `degraded`.
+    private func noteSequence(_ n: Int, agent: String, venue: String) {
+        let outcome = sequences.note(agent: "\(venue)/\(agent)", n: n)
+        switch outcome {
+        case .gap(let after, let next):
+            missing[venue, default: 0] += outcome.missing
+            metrics.add("perimeter_agent_messages_missing_total", Double(outcome.missing), labels: ["venue": venue])
+            logger.warning(
+                "messages from an agent never arrived: its numbers skip",
+                metadata: [
+                    "venue": .string(venue), "agent": .string(agent), "after": "\(after)", "next": "\(next)",
+                    "missing": "\(outcome.missing)",
+                ])
+            degradation.set(
+                "sequence:\(venue)",
+                [
+                    "agents: \(missing[venue]!) messages missing from agents' numbering in venue \(venue) since this evaluator started (the last: \(agent), \(after + 1)…\(next - 1))"
+                ])
+        case .jumped(let after, let next):
+            logger.notice(
+                "an agent's numbers jumped; taken as a renumbering, not as loss",
+                metadata: ["venue": .string(venue), "agent": .string(agent), "after": "\(after)", "next": "\(next)"])
+        case .first, .inOrder, .repeated, .restarted:
+            break
+        }
     }
 
     /// The agent whose topic carried a message.

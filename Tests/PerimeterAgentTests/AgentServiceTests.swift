@@ -49,6 +49,11 @@ struct AgentServiceTests {
         messages.compactMap { (try? JSONValue(parsing: $0.payload))?["t"]?.stringValue }
     }
 
+    /// The agent's numbers (`n`) of the messages.
+    static func numbers(_ messages: [MQTTMessage]) -> [Int] {
+        messages.compactMap { (try? JSONValue(parsing: $0.payload))?["n"]?.intValue }
+    }
+
     @Test(
         "store and forward: observations made while the broker is down arrive after its restart, all, in order, with their times"
     )
@@ -109,7 +114,9 @@ struct AgentServiceTests {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    @Test("an outbox left by a previous run is sent first, in order, when the agent starts")
+    @Test(
+        "an outbox left by a previous run is sent first, in order, when the agent starts; numbering (n) goes on across the restart"
+    )
     func outboxSurvivesRestart() async throws {
         let directory = try temporaryDirectory()
         let database = directory.appendingPathComponent("agent.sqlite").path
@@ -136,6 +143,7 @@ struct AgentServiceTests {
         next.continuation.yield([Self.reading(10)])
         let messages = try await nextMessages(observer, count: 11, timeout: .seconds(60))
         #expect(Self.times(messages) == (0...10).map { Timestamp.format(Self.t0.addingTimeInterval(Double($0))) })
+        #expect(Self.numbers(messages) == Array(1...11), "the evaluator would take a restart's 1 as a renumbering")
         running.cancel()
         try await running.value
         await observer.disconnect()

@@ -542,11 +542,16 @@ struct DoctorTests {
         try await harness.startEvaluator()
         // Until doctor is done: on a loaded machine it may start listening seconds from now.
         let publisher = Task {
+            var n = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(200))
+                n += 1
                 try? await harness.publish(
                     harness.topics.gps(agent: "v1"),
-                    ["t": .number(Date().timeIntervalSince1970), "lat": 48.9, "lon": 2.336, "acc": 3])
+                    [
+                        "t": .number(Date().timeIntervalSince1970), "lat": 48.9, "lon": 2.336, "acc": 3,
+                        "n": .number(Double(n)),
+                    ])
             }
         }
         let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "20"])
@@ -557,7 +562,7 @@ struct DoctorTests {
             "ok   configuration: valid (1 venue(s))", "ok   venue test: 1 regions", "ok   database",
             "ok   broker 127.0.0.1:", "ok   ACL test: may read observations",
             "ok   ACL test: may write its dead-letter",
-            "warn ACL test: anonymous access with no ACL", "ok   clock: ",
+            "warn ACL test: anonymous access with no ACL", "ok   clock: ", "ok   numbering: ",
         ] {
             #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
         }

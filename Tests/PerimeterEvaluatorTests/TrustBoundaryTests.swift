@@ -183,6 +183,37 @@ struct TrustBoundaryTests {
         await harness.stop()
     }
 
+    @Test("numberingGapsAreReported: a gap in an agent's numbers (n) is counted, logged and makes /healthz degraded")
+    func numberingGapsAreReported() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Self.hall]), evaluator: ["http": "127.0.0.1:0"])
+        try await harness.startEvaluator()
+        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        func send(_ agent: String, _ n: Int) async throws {
+            guard case .object(var fix) = Self.fix(Date(), Self.farAway) else { return }
+            fix["n"] = .number(Double(n))
+            try await harness.publish(harness.topics.gps(agent: agent), .object(fix))
+        }
+        // In order, a redelivery, and an agent that numbers afresh: nothing missing.
+        for n in [1, 2, 3, 3] { try await send("walker", n) }
+        for n in [9, 1, 2] { try await send("runner", n) }
+        try await harness.settle()
+        #expect(try httpGet(port: port, path: "/healthz").body.contains(#""status":"ok""#))
+        // 4, 5 and 6 never arrive.
+        try await send("walker", 7)
+        try await harness.settle()
+        let health = try httpGet(port: port, path: "/healthz")
+        #expect(health.status == 200)
+        #expect(health.body.contains(#""status":"degraded""#), "\(health.body)")
+        #expect(health.body.contains("3 messages missing from agents' numbering"), "\(health.body)")
+        let metrics = try httpGet(port: port, path: "/metrics").body
+        #expect(metrics.contains(#"perimeter_agent_messages_missing_total{venue="test"} 3"#), "\(metrics)")
+        #expect(harness.evaluatorOutput.contains("messages from an agent never arrived"))
+        #expect(harness.evaluatorOutput.contains("agent=walker"))
+        await harness.stop()
+    }
+
     @Test("journalRetention: a quiet venue's journal is pruned by a snapshot every snapshotInterval (manual clock)")
     func journalRetention() async throws {
         let harness = try await EvaluatorHarness(

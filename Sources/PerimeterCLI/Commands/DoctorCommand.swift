@@ -223,6 +223,7 @@ struct DoctorCommand: ParsableCommand {
         } else {
             findings.warn("clock: no observation seen in \(listen) s; skew not measured")
         }
+        checkNumbering(log.timed.map(\.message), findings)
         // Mosquitto publishes $SYS every sys_interval (10 s in the shipped configs): a broker
         // that started moments ago may not have yet.
         if dropped {
@@ -234,6 +235,34 @@ struct DoctorCommand: ParsableCommand {
             }
         }
         checkBrokerLoss(subscribed: dropped, log.timed.map(\.message), findings)
+    }
+
+    /// Gaps in the numbers (`n`) of the observations seen, per agent: messages lost between the
+    /// agents and the broker's subscribers. Said only when some observation is numbered
+    /// (Perimeter's agents number theirs; OwnTracks and ESPresense do not).
+    private func checkNumbering(_ messages: [MQTTMessage], _ findings: Findings) {
+        var watch = SequenceWatch()
+        var numbered = 0
+        var gaps: [String] = []
+        for message in messages where message.topic.hasSuffix("/gps") || message.topic.hasSuffix("/ble") {
+            let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
+            guard levels.count >= 2, let n = (try? JSONParser.parse(message.payload))?["n"]?.intValue else { continue }
+            let agent = String(levels[levels.count - 2])
+            numbered += 1
+            if case .gap(let after, let next) = watch.note(agent: agent, n: n) {
+                gaps.append("\(agent) \(after + 1)…\(next - 1)")
+            }
+        }
+        guard numbered > 0 else { return }
+        let text = "numbering: \(numbered) numbered observations from \(watch.count) agent(s)"
+        if gaps.isEmpty {
+            findings.ok(text + ", no gap")
+        } else {
+            findings.warn(
+                text
+                    + "; missing: \(gaps.prefix(5).joined(separator: ", ")): input lost between agents and here (a queue limit?)"
+            )
+        }
     }
 
     /// Mosquitto's uptime, republished every sys_interval.

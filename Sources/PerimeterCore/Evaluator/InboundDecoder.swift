@@ -120,8 +120,19 @@ public enum InboundDecoder {
         _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits = Limits()
     ) throws(InboundError) -> Decoded {
         var refused: [InboundError] = []
-        let inputs = try decode(route, payload: payload, receivedAt: receivedAt, limits: limits, refused: &refused)
-        return Decoded(inputs: inputs, refused: refused)
+        var sequence: Int?
+        let inputs = try decode(
+            route, payload: payload, receivedAt: receivedAt, limits: limits, refused: &refused, sequence: &sequence)
+        return Decoded(inputs: inputs, refused: refused, sequence: sequence)
+    }
+
+    /// The largest message number an agent may give (`n`): integers up to it are exact in JSON
+    /// numbers (doubles).
+    public static let maxSequenceNumber = 9_007_199_254_740_991
+
+    /// An agent's number for its message (`n`, from 1), if it numbers them.
+    static func sequenceNumber(_ json: JSONValue) throws(InboundError) -> Int? {
+        try FieldReader(json).integer("n", in: 1...maxSequenceNumber)
     }
 
     /// What one message said, and the parts of it refused on their own.
@@ -130,15 +141,20 @@ public enum InboundDecoder {
         /// Parts refused alone, each naming its place (`adverts[3].data`) and problem; the
         /// inputs hold the rest of the message. Empty when the whole message was read.
         public var refused: [InboundError]
+        /// The agent's number for this message (`n` on `gps` and `ble`), when it numbers them:
+        /// gaps are messages lost on the way (``SequenceWatch``).
+        public var sequence: Int?
 
-        public init(inputs: [Inbound], refused: [InboundError] = []) {
+        public init(inputs: [Inbound], refused: [InboundError] = [], sequence: Int? = nil) {
             self.inputs = inputs
             self.refused = refused
+            self.sequence = sequence
         }
     }
 
     private static func decode(
-        _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits, refused: inout [InboundError]
+        _ route: InboundRoute, payload: [UInt8], receivedAt: Date, limits: Limits, refused: inout [InboundError],
+        sequence: inout Int?
     ) throws(InboundError) -> [Inbound] {
         guard payload.count <= limits.maxPayloadBytes else {
             throw InboundError(
@@ -168,8 +184,14 @@ public enum InboundDecoder {
             throw InboundError(code: "json", "not JSON: \(error)")
         }
         switch route {
-        case .gps(_, let agent): return [.fix(try fix(json, agent: agent))]
-        case .ble(_, let agent): return [.beacons(try beacons(json, agent: agent, limits: limits, refused: &refused))]
+        case .gps(_, let agent):
+            let fix = try fix(json, agent: agent)
+            sequence = try sequenceNumber(json)
+            return [.fix(fix)]
+        case .ble(_, let agent):
+            let report = try beacons(json, agent: agent, limits: limits, refused: &refused)
+            sequence = try sequenceNumber(json)
+            return [.beacons(report)]
         case .status(_, let agent): return [.agentStatus(try agentStatus(json, agent: agent))]
         case .region(_, let id): return [.regionUpsert(try region(json, id: id))]
         case .authorization(_, let subject): return [.authorization(subject: subject, try authorization(json))]
@@ -213,7 +235,7 @@ public enum InboundDecoder {
 
     static func fix(_ json: JSONValue, agent: String) throws(InboundError) -> Fix {
         let reader = try FieldReader(json)
-        try reader.onlyKnown(["subject", "t", "lat", "lon", "acc", "alt", "vacc", "floor", "speed", "course"])
+        try reader.onlyKnown(["subject", "t", "lat", "lon", "acc", "alt", "vacc", "floor", "speed", "course", "n"])
         _ = try reader.topicSafeID("subject")
         var fix = try GPSObservation.read(reader, defaultSubject: agent, source: "gps")
         fix.position = try checkPosition(lat: fix.position.lat, lon: fix.position.lon, reader)
@@ -245,7 +267,7 @@ public enum InboundDecoder {
         _ json: JSONValue, agent: String, limits: Limits, refused: inout [InboundError]
     ) throws(InboundError) -> BeaconReport {
         let reader = try FieldReader(json)
-        try reader.onlyKnown(["t", "subject", "adverts"])
+        try reader.onlyKnown(["t", "subject", "adverts", "n"])
         guard let t = try reader.time("t") else { throw reader.missing("t") }
         let subject = try reader.topicSafeID("subject")
         guard let adverts = try reader.array("adverts") else { throw reader.missing("adverts") }

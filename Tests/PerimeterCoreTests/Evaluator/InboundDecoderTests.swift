@@ -824,3 +824,36 @@ struct InboundFuzzTests {
         #expect(routed > 0)
     }
 }
+
+// MARK: - Message numbers
+
+@Suite("Agents number their observations (n)")
+struct SequenceNumberDecodingTests {
+    @Test(
+        "n is read from gps and ble; absent is nil",
+        arguments: [
+            (gps, #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":17}"#, 17),
+            (ble, #"{"t":1780000000,"adverts":[],"n":9007199254740991}"#, 9_007_199_254_740_991),
+            (gps, #"{"t":1780000000,"lat":48.86,"lon":2.33}"#, nil),
+        ] as [(InboundRoute, String, Int?)])
+    func read(_ route: InboundRoute, _ payload: String, _ expected: Int?) throws {
+        let decoded = try InboundDecoder.decode(route, payload: Array(payload.utf8), receivedAt: now)
+        #expect(decoded.sequence == expected)
+        #expect(decoded.inputs.count == 1)
+    }
+
+    @Test(
+        "a bad n refuses the message, naming n",
+        arguments: [
+            #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":0}"#, #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":-3}"#,
+            #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":1.5}"#, #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":"7"}"#,
+            #"{"t":1780000000,"lat":48.86,"lon":2.33,"n":1e300}"#,
+        ])
+    func refused(_ payload: String) {
+        #expect {
+            try InboundDecoder.decode(gps, payload: Array(payload.utf8), receivedAt: now)
+        } throws: { error in
+            (error as? InboundError)?.field == "n"
+        }
+    }
+}
