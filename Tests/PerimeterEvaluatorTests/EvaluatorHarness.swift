@@ -97,9 +97,19 @@ final class EvaluatorHarness: Sendable {
     /// Waits until the in-process evaluator has journalled and processed everything published
     /// before this call: a marker published after it comes back through the journal, then the
     /// cursor passes it. Only then may a test move the clock.
+    /// With the evaluator in a process of its own, the marker is a message it refuses: its dead
+    /// letter is published after everything before it was processed.
     func settle() async throws {
-        guard let service = inProcess.withLock({ $0?.service }) else { return }
         let marker = "perimeter/v1/\(Self.venue)/obs/settle-\(UUID().uuidString.prefix(8))/gps"
+        guard let service = inProcess.withLock({ $0?.service }) else {
+            try await publisher.publish(marker, "{}", qos: .atLeastOnce)
+            try await waitFor("the dead letter of \(marker)", timeout: .seconds(120)) { messages in
+                messages.contains {
+                    $0.topic.hasSuffix("/deadletter/evaluator") && $0.json?["topic"]?.stringValue == marker
+                }
+            }
+            return
+        }
         try await publisher.publish(marker, "{}", qos: .atLeastOnce)
         let row: Int64? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(1)) {
             service.progress.journalRow(of: marker)
