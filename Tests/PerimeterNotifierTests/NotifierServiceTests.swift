@@ -302,19 +302,22 @@ struct NotifierServiceTests {
             try await harness.publish("sessions/dashboard/1", #"{"subjects":"*","level":"always"}"#, retain: true)
             try await harness.publish("subjects/ann/authorization", #"{"status":"whenInUse"}"#, retain: true)
             try await harness.publish("subjects/bob/authorization", #"{"status":"denied"}"#, retain: true)
-            try await Task.sleep(for: .milliseconds(300))
+            // Dora (always) walks in last: her staff notification comes through evaluator and
+            // notifier after everything about ann and bob, so what they did not get is known.
+            try await harness.publish("subjects/dora/authorization", #"{"status":"always"}"#, retain: true)
             let t = Int(Date().timeIntervalSince1970)
-            for subject in ["ann", "bob"] {
+            for subject in ["ann", "bob", "dora"] {
                 try await harness.publish("obs/\(subject)/gps", #"{"t":\#(t),"lat":48.8604,"lon":2.3362,"acc":3}"#)
             }
-            try await harness.waitFor("ann's own notification") {
+            try await harness.waitFor("ann's own notification, then dora's staff one") {
                 harness.payloads("notifications/app/ann").contains { $0["rule"]?.stringValue == "own" }
+                    && harness.payloads("notifications/app/dora").contains { $0["rule"]?.stringValue == "staff" }
             }
-            try await Task.sleep(for: .milliseconds(800))
-            let notes = harness.payloads("notifications/app/")
-            #expect(notes.map { $0["rule"]?.stringValue } == ["own"], "the consumers' rule does not fire")
+            let notes = harness.payloads("notifications/app/ann") + harness.payloads("notifications/app/bob")
+            #expect(notes.map { $0["rule"]?.stringValue } == ["own"], "the consumers' rule does not fire: \(notes)")
             #expect(notes.first?["body"]?.stringValue == "Welcome, ann")
-            #expect(harness.payloads("enter/").isEmpty, "consumers get no enter for a subject not in use")
+            #expect(harness.payloads("enter/cafe/ann").isEmpty, "consumers get no enter for a subject not in use")
+            #expect(harness.payloads("enter/cafe/bob").isEmpty)
             #expect(harness.payloads("self/enter/cafe/ann").count == 1, "the evaluator's rule-10 topic")
             let aboutBob = harness.messages.map(\.topic).filter { $0.hasSuffix("/bob") }
             #expect(aboutBob == ["perimeter/v1/test/diagnostics/bob"], "a denied subject: only its diagnostics")
