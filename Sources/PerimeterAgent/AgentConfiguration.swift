@@ -25,6 +25,8 @@ public struct AgentConfiguration: ServiceSettings {
     public var prefix: String
     public var agent: String
     public var venue: String
+    /// True when `agent.venue` was not set: the simulator's venue file then names the venue.
+    public var venueIsDefault = false
     public var source: Source
     /// The subject of the agent's own GPS readings; nil: the agent itself (omitted from payloads).
     public var subject: String?
@@ -118,6 +120,7 @@ public struct AgentConfiguration: ServiceSettings {
             broker: broker, prefix: reader.string("topics.prefix", default: "perimeter/v1"), agent: agent,
             venue: venue, source: source,
             databasePath: reader.string("agent.database", default: "perimeter-agent-\(agent).sqlite"))
+        configuration.venueIsDefault = reader.optionalString("agent.venue") == nil
         configuration.subject = reader.optionalString("agent.subject")
         if let subject = configuration.subject, let problem = Topics.idProblem(subject) {
             reader.reject("agent.subject", problem)

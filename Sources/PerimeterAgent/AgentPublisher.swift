@@ -126,8 +126,32 @@ actor AgentPublisher {
         let client = client
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
-            group.addTask {
-                for await _ in client.connectionStates() { wake.yield() }
+            group.addTask { [logger] in
+                // Said when the broker goes, about once a minute while it stays away (the
+                // client's backoff tops out at 5 s), and when it is back.
+                var lost = false
+                for await state in client.connectionStates() {
+                    wake.yield()
+                    switch state {
+                    case .reconnecting(let attempt, let error) where attempt == 1 || attempt % 12 == 0:
+                        lost = true
+                        let pending = await self.pending
+                        logger.warning(
+                            attempt == 1
+                                ? "broker connection lost; observations wait in the outbox"
+                                : "broker still unreachable; observations wait in the outbox",
+                            metadata: [
+                                "attempt": "\(attempt)", "error": .string(error),
+                                "outbox.pending": "\(pending)",
+                            ])
+                    case .connected where lost:
+                        lost = false
+                        let pending = await self.pending
+                        logger.notice(
+                            "broker connection back; sending the outbox", metadata: ["outbox.pending": "\(pending)"])
+                    default: break
+                    }
+                }
             }
             defer { group.cancelAll() }
             /// The last row handed to the publisher: rows after it are still to send.

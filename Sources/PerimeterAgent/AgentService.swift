@@ -27,6 +27,12 @@ public struct AgentService: Service {
         configuration: AgentConfiguration, source: any AgentSource, logger: Logger,
         clock: any TimeSource = SystemTimeSource()
     ) {
+        var configuration = configuration
+        // `perimeter agent --venue config/campus` publishes on campus's topics: a simulated venue
+        // names itself, unless agent.venue says otherwise.
+        if configuration.venueIsDefault, let simulator = source as? SimulatorSource {
+            configuration.venue = simulator.venue.name
+        }
         self.configuration = configuration
         self.source = source
         self.logger = logger

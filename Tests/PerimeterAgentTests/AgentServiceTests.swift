@@ -72,10 +72,11 @@ struct AgentServiceTests {
         try await observer.subscribe("perimeter/v1/test/obs/#", qos: .atLeastOnce)
 
         let source = ManualSource()
+        let logs = InMemoryLogHandler()
         let service = AgentService(
             configuration: Self.configuration(
                 port: port, database: directory.appendingPathComponent("agent.sqlite").path),
-            source: source, logger: Self.logger)
+            source: source, logger: logs.logger(label: "agent", level: .info))
         let running = Task { try await service.run() }
 
         let before = 5
@@ -106,6 +107,9 @@ struct AgentServiceTests {
         }
         let expected = (before..<(before + during)).map { Timestamp.format(Self.t0.addingTimeInterval(Double($0))) }
         #expect(received == expected)
+        // The agent said so while the broker was away, and when it came back.
+        #expect(!logs.records(containing: "broker connection lost; observations wait in the outbox").isEmpty)
+        #expect(!logs.records(containing: "broker connection back; sending the outbox").isEmpty)
 
         running.cancel()
         try await running.value
@@ -213,22 +217,24 @@ struct AgentServiceTests {
         await broker.stop()
     }
 
-    @Test("perimeter agent killed with SIGKILL: the broker publishes its last will, online false, retained")
+    @Test(
+        "perimeter agent --venue config/campus (no agent.venue) publishes on campus's topics; killed with SIGKILL, the broker publishes its last will, online false, retained"
+    )
     func lastWill() async throws {
         let broker = try await TestBroker.start()
         let directory = try temporaryDirectory()
         let venue = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("config/museum/venue.json").path
+            .deletingLastPathComponent().appendingPathComponent("config/campus").path
         let agent = try ChildProcess(
             Products.executable("perimeter"),
             [
                 "agent", "--venue", venue, "--broker-port", "\(broker.port)", "--set", "agent.id=sim-1",
-                "--set", "agent.venue=museum", "--set", "agent.database=\(directory.path)/agent.sqlite",
+                "--set", "agent.database=\(directory.path)/agent.sqlite",
             ])
         try await agent.waitForLine(containing: "status online", timeout: .seconds(60))
         agent.kill(SIGKILL)
         let observer = try await broker.connectedClient("observer")
-        try await observer.subscribe("perimeter/v1/museum/agents/sim-1/status", qos: .atLeastOnce)
+        try await observer.subscribe("perimeter/v1/campus/agents/sim-1/status", qos: .atLeastOnce)
         // The will is published when the broker notices the dead connection (at once: the socket closed).
         var last: JSONValue?
         let deadline = ContinuousClock.now + .seconds(60)
