@@ -38,7 +38,9 @@ struct AgentCommand: ParsableCommand {
     @Option(help: "Track file for the replay source (replay.file).", valueName: "file")
     var replay: String?
 
-    @Option(help: "Venue directory or file for the simulator (simulator.venue).", valueName: "dir|file")
+    @Option(
+        help: "Venue directory or file for the simulator (simulator.venue); its name is the venue published on unless agent.venue is set.",
+        valueName: "dir|file")
     var venue: String?
 
     @Option(
