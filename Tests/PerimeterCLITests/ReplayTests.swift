@@ -151,6 +151,21 @@ struct ReplayTests {
         #expect(result.stdout.contains(#""t":"2014-12-31T03:07:19.000Z""#))
     }
 
+    @Test("a track that makes no event says so on stderr, with what it read; stdout stays empty")
+    func noEvents() async throws {
+        let regions = try circleRegions([(id: "c", center: TrackPoint(lat: 45, lon: 13, t: Date()), radius: 100)])
+        let csv = """
+            t,lat,lon,acc
+            2026-01-01T10:00:00Z,46,13,5
+            2026-01-01T10:00:10Z,46.001,13,5
+            """
+        let result = try await perimeter(["replay", "--regions", regions, try temporaryFile("far.csv", csv)])
+        #expect(result.status == .exited(0))
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        #expect(
+            result.stderr.contains("far.csv: no events: 2 fix(es) processed against 1 region(s)"), "\(result.stderr)")
+    }
+
     @Test("bad records are reported with their place and skipped")
     func badRecords() async throws {
         let regions = try circleRegions([(id: "c", center: TrackPoint(lat: 45, lon: 13, t: Date()), radius: 100)])

@@ -85,6 +85,8 @@ struct ReplayCommand: ParsableCommand {
         var rejected = 0
         var lastTime: Date?
         var drawn: (fixes: [Fix], events: [RegionEvent]) = ([], [])
+        var written = 0
+        var processed = 0
         for (number, record) in records.enumerated() {
             progress.update(number + 1)
             switch record.fix {
@@ -96,6 +98,8 @@ struct ReplayCommand: ParsableCommand {
                 switch engine.process(fix) {
                 case .success(let events):
                     for event in events { output.write(Self.line(event, topics: topics)) }
+                    written += events.count
+                    processed += 1
                     lastTime = fix.t
                     if render != nil {
                         drawn.fixes.append(fix)
@@ -112,11 +116,18 @@ struct ReplayCommand: ParsableCommand {
         if let lastTime {
             let events = engine.advance(to: lastTime)
             for event in events { output.write(Self.line(event, topics: topics)) }
+            written += events.count
             drawn.events += events
         }
         output.flush()
         progress.finish()
         if rejected > 0 { Output.error("\(track): \(rejected) of \(records.count) record(s) skipped or rejected") }
+        // Silence would look like a failure: say what was read and that nothing came of it.
+        if written == 0 {
+            Output.error(
+                "\(track): no events: \(processed) fix(es) processed against \(loaded.count) region(s); none was entered, left or given a state"
+            )
+        }
         if let render {
             let map = VenueMap(
                 title: "\(subjectID) — \(URL(fileURLWithPath: regions).lastPathComponent)", regions: loaded,
