@@ -104,10 +104,6 @@ struct RegionParserTests {
                 #"{"type":"Feature","id":"line","geometry":{"type":"LineString","coordinates":[[0,0],[1,1]]}}"#),
             expected: ["region 'line' (feature 0): unsupported geometry type 'LineString'"]),
         Case(
-            name: "no id",
-            json: collection(#"{"type":"Feature","geometry":{"type":"Polygon","coordinates":\#(square)}}"#),
-            expected: ["feature 0: no id: set the Feature's \"id\" or properties.id"]),
-        Case(
             name: "wrongly typed property",
             json: collection(
                 #"{"type":"Feature","id":"p","properties":{"dwellAfter":"soon","notifyOnExit":"no"},"geometry":{"type":"Polygon","coordinates":\#(square)}}"#
@@ -211,5 +207,68 @@ struct RegionParserTests {
         let original = try JSONValue(parsing: try Fixtures.data("tz/tz-sample.geojson"))
         let same = RegionExporter.featureCollection(document.regions)["features"] == original["features"]
         #expect(same, "the exported features differ from the fixture's")
+    }
+}
+
+/// Files drawn in geojson.io: no ids, marker Points without a radius.
+@Suite("GeoJSON drawn in editors")
+struct DrawnGeoJSONTests {
+    static let drawn = """
+        {"type":"FeatureCollection","defaultRadius":20,"features":[
+          {"type":"Feature","properties":{"name":"Café Nord","marker-color":"#7e7e7e"},
+           "geometry":{"type":"Point","coordinates":[2.3362,48.8604]}},
+          {"type":"Feature","properties":{"stroke":"#555555"},
+           "geometry":{"type":"Polygon","coordinates":[[[2.33,48.86],[2.34,48.86],[2.34,48.87],[2.33,48.86]]]}},
+          {"type":"Feature","properties":{"name":"Hall","radius":35},
+           "geometry":{"type":"Point","coordinates":[2.335,48.861]}}
+        ]}
+        """
+
+    @Test("ids are derived (from the name, else the geometry), stably, and said; Points take the file's defaultRadius")
+    func derived() throws {
+        let document = RegionParser.parse(text: Self.drawn)
+        #expect(document.problems.isEmpty, "\(document.problems)")
+        let ids = document.regions.map(\.id)
+        #expect(ids.count == 3)
+        #expect(ids[0] == "café-nord")
+        #expect(ids[1].hasPrefix("feature-") && ids[1].count == "feature-".count + 8, "\(ids[1])")
+        #expect(ids[2] == "hall")
+        #expect(RegionParser.parse(text: Self.drawn).regions.map(\.id) == ids, "the same file, the same ids")
+        let warnings = document.warnings.map(\.description)
+        #expect(
+            warnings.contains { $0.contains("no id: using 'café-nord', derived from properties.name") }, "\(warnings)")
+        #expect(warnings.contains { $0.contains("derived from its geometry") })
+        #expect(warnings.contains { $0.contains("the file's defaultRadius, 20.0 m") })
+        guard case .circle(_, let radius) = document.regions[0].shape else {
+            Issue.record("a circle expected")
+            return
+        }
+        #expect(radius == 20)
+        guard case .circle(_, let own) = document.regions[2].shape else {
+            Issue.record("a circle expected")
+            return
+        }
+        #expect(own == 35, "a Point's own radius wins")
+    }
+
+    @Test(
+        "without the file's consent a radius-less Point is refused; a bad defaultRadius and a repeated name are errors",
+        arguments: [
+            (
+                #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"Kiosk"},"geometry":{"type":"Point","coordinates":[2.3,48.8]}}]}"#,
+                "needs properties.radius in metres (or the FeatureCollection's \"defaultRadius\")"
+            ),
+            (
+                #"{"type":"FeatureCollection","defaultRadius":-5,"features":[]}"#,
+                "defaultRadius must be a number of metres"
+            ),
+            (
+                #"{"type":"FeatureCollection","defaultRadius":10,"features":[{"type":"Feature","properties":{"name":"Kiosk"},"geometry":{"type":"Point","coordinates":[2.3,48.8]}},{"type":"Feature","properties":{"name":"kiosk"},"geometry":{"type":"Point","coordinates":[2.4,48.8]}}]}"#,
+                "duplicate id"
+            ),
+        ] as [(String, String)])
+    func refused(_ text: String, _ problem: String) {
+        let problems = RegionParser.parse(text: text).problems.map(\.description)
+        #expect(problems.contains { $0.contains(problem) }, "\(problems)")
     }
 }

@@ -120,8 +120,23 @@ public enum RegionParser {
             var warnings: [RegionProblem] = []
             var firstFeatureForID: [String: Int] = [:]
             var duplicated: Set<String> = []
+            // A radius for marker Points without one, only when the file asks for it (a foreign
+            // member of the FeatureCollection, RFC 7946 §6.1).
+            var defaultRadius: Double?
+            switch top["defaultRadius"] {
+            case nil, .null?: break
+            case .number(let value)? where value.isFinite && value > 0 && value <= maxRadius: defaultRadius = value
+            case let other?:
+                problems.append(
+                    RegionProblem(
+                        regionID: nil, feature: nil,
+                        message:
+                            "defaultRadius must be a number of metres in (0, \(Int(maxRadius))], got \(other.serialized())"
+                    ))
+            }
             for (index, feature) in features.enumerated() {
-                let read = readFeature(feature, index: index, limits: limits)
+                let read = readFeature(
+                    feature, index: index, limits: limits, defaultRadius: defaultRadius, inCollection: true)
                 let (id, region, found) = (read.id, read.region, read.problems)
                 problems += found
                 if found.isEmpty { warnings += read.warnings }
@@ -186,12 +201,21 @@ public enum RegionParser {
         var rings = 0
         /// Set once a count limit is passed: the rest of the geometry is not read.
         var overLimit = false
+        /// The file's radius for Points without one (`defaultRadius`), if it gives one.
+        var defaultRadius: Double?
+        /// Read from a FeatureCollection (which may give a `defaultRadius`).
+        var inCollection = false
+        /// What was supplied to accept the Feature (a derived id, the default radius).
+        var supplied: [String] = []
     }
 
     /// At most this many normalized coordinates are named per Feature; the rest are counted.
     static let normalizedListed = 3
 
-    public static func readFeature(_ feature: JSONValue, index: Int, limits: Limits = .file) -> FeatureReading {
+    public static func readFeature(
+        _ feature: JSONValue, index: Int, limits: Limits = .file, defaultRadius: Double? = nil,
+        inCollection: Bool = false
+    ) -> FeatureReading {
         guard case .object(let object) = feature else {
             return FeatureReading(
                 id: nil, region: nil,
@@ -200,7 +224,7 @@ public enum RegionParser {
                         regionID: nil, feature: index, message: "expected a Feature object, got \(feature.typeName)")
                 ], warnings: [])
         }
-        var reading = Reading(limits: limits)
+        var reading = Reading(limits: limits, defaultRadius: defaultRadius, inCollection: inCollection)
         if object["type"]?.stringValue != "Feature" {
             reading.problems.append("\"type\" must be \"Feature\", got \(object["type"]?.serialized() ?? "nothing")")
         }
@@ -229,8 +253,14 @@ public enum RegionParser {
         case let other?: reading.problems.append("\"id\" must be a string, got \(other.typeName)")
         }
         if let id, let problem = Topics.idProblem(id) { reading.problems.append(problem) }
+        // Files drawn in tools such as geojson.io carry no ids: one is derived, stable while the
+        // name (or, without a name, the geometry) stays the same, and said.
         if id == nil && reading.problems.isEmpty {
-            reading.problems.append("no id: set the Feature's \"id\" or properties.id")
+            let derived = derivedID(properties: properties, geometry: object["geometry"])
+            id = derived.id
+            idInFeature = true
+            reading.supplied.append(
+                "no id: using '\(derived.id)', derived from \(derived.source) (set the Feature's \"id\" to choose one)")
         }
 
         var reader = PropertyReader(properties: properties)
@@ -253,7 +283,7 @@ public enum RegionParser {
         reading.problems += reader.problems
 
         let regionProblems = reading.problems.map { RegionProblem(regionID: id, feature: index, message: $0) }
-        var notes = reading.normalized.prefix(normalizedListed).map { $0 }
+        var notes = reading.supplied + reading.normalized.prefix(normalizedListed).map { $0 }
         if reading.normalized.count > normalizedListed {
             notes.append("and \(reading.normalized.count - normalizedListed) more coordinates clamped the same way")
         }
@@ -262,6 +292,33 @@ public enum RegionParser {
             return FeatureReading(id: id, region: nil, problems: regionProblems, warnings: warnings)
         }
         return FeatureReading(id: id, region: region, problems: regionProblems, warnings: warnings)
+    }
+
+    /// An id for a Feature that has none: its `name` (or `title`) property made into a topic
+    /// level (lowercased; runs of anything but letters and digits become one `-`; at most 64
+    /// characters), else `feature-` and 8 hex digits of an FNV-1a hash of its geometry as written.
+    static func derivedID(properties: JSONObject, geometry: JSONValue?) -> (id: String, source: String) {
+        for key in ["name", "title"] {
+            guard let text = properties[key]?.stringValue else { continue }
+            var slug = ""
+            for character in text.lowercased() {
+                if character.isLetter || character.isNumber {
+                    slug.append(character)
+                } else if !slug.isEmpty && slug.last != "-" {
+                    slug.append("-")
+                }
+            }
+            while slug.last == "-" { slug.removeLast() }
+            slug = String(slug.prefix(64))
+            while slug.last == "-" { slug.removeLast() }
+            if !slug.isEmpty, Topics.idProblem(slug) == nil { return (slug, "properties.\(key)") }
+        }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in (geometry ?? .null).serialized().utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash >> 32, radix: 16)
+        return ("feature-" + String(repeating: "0", count: 8 - hex.count) + hex, "its geometry")
     }
 
     private static func parseShape(
@@ -296,7 +353,13 @@ public enum RegionParser {
             guard let radius = reader.number("radius", minimum: 0, exclusive: true, maximum: maxRadius, unit: "m")
             else {
                 if reader.properties["radius"] == nil {
-                    reading.problems.append("a circle (Point geometry) needs properties.radius in metres")
+                    if let radius = reading.defaultRadius {
+                        reading.supplied.append("no properties.radius: the file's defaultRadius, \(radius) m")
+                        return .circle(center: center, radius: radius)
+                    }
+                    reading.problems.append(
+                        "a circle (Point geometry) needs properties.radius in metres"
+                            + (reading.inCollection ? " (or the FeatureCollection's \"defaultRadius\")" : ""))
                 }
                 return nil
             }
