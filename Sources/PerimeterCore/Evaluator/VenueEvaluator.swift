@@ -367,7 +367,10 @@ public struct VenueEvaluator: Sendable {
                 events += beacons.forget(subject: subject, at: t, reason: reason)
                 outputs += publish(events, gated: false)
                 gpsPlaces[subject] = nil
-                if places.removeValue(forKey: subject) != nil { outputs.append(.place(subject: subject, nil, t: t)) }
+                // What the location said is gone; the subject's default place, if any, stays.
+                let had = places.removeValue(forKey: subject) != nil
+                let replaced = updatePlace(of: subject, at: t)
+                outputs += replaced.isEmpty && had ? [.place(subject: subject, nil, t: t)] : replaced
             }
         }
         return outputs
@@ -540,13 +543,17 @@ public struct VenueEvaluator: Sendable {
         let nearest = beacons.closestBeacon(of: subject).map {
             NearestBeacon(place: $0.region, proximity: $0.beacon.proximity)
         }
+        // Where the gate keeps the subject's location from deciding (denied, not in use), the
+        // place is the subject's own choice: it says nothing about where the person is.
         let evidence = PlaceEvidence(
             nearestBeacon: nearest, beaconsLive: nearest != nil, gpsPlace: gpsPlaces[subject]?.sorted().first,
-            defaultPlace: preferences[subject]?.defaultPlace, authorized: true)
+            defaultPlace: preferences[subject]?.defaultPlace, authorized: privacy.allows(subject, at: t, precise: false)
+        )
         let answer = PlaceRule.resolve(previous: places[subject], evidence: evidence)
         guard answer != places[subject] else { return [] }
         places[subject] = answer
-        guard privacy.allows(subject, at: t, precise: answer?.source == .beacon) else { return [] }
+        let ownChoice = answer == nil || answer?.source == .default
+        guard ownChoice || privacy.allows(subject, at: t, precise: answer?.source == .beacon) else { return [] }
         return [.place(subject: subject, answer, t: t)]
     }
 

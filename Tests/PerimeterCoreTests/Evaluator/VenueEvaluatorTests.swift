@@ -188,6 +188,40 @@ struct VenueEvaluatorTests {
             &venue, .preferences(subject: "v9", SubjectPreferences(defaultPlace: "cafe")), agent: nil)
         #expect(outputs == ["place v9 cafe default"])
     }
+
+    /// Caffè Macs uses the default place exactly when location is not available: a denied
+    /// subject keeps the place it chose itself (it says nothing about where the person is).
+    @Test(
+        "the default place is the subject's own choice: kept when the gate refuses the location",
+        arguments: [
+            // (steps: "denied" | "always" | "prefs" | "in" (a fix inside the hall, a place region)), expected places
+            (["prefs", "denied"], ["place v9 cafe default"]),
+            (["denied", "prefs"], ["place v9 cafe default"]),
+            (
+                ["always", "prefs", "in", "denied"],
+                ["place v9 cafe default", "place v9 hall gps", "place v9 cafe default"]
+            ),
+            (["always", "in", "denied"], ["place v9 hall gps", "place v9 none "]),
+        ] as [([String], [String])])
+    func defaultPlaceWhenDenied(_ steps: [String], _ expected: [String]) {
+        var settings = VenueSettings(
+            id: "museum", privacy: PrivacySettings(defaultSessions: [ServiceSession(level: .always)]))
+        settings.trust.reporters = []
+        var venue = VenueEvaluator(settings: settings, regions: [hall, lobby])
+        var places: [String] = []
+        for (index, step) in steps.enumerated() {
+            let input: Inbound =
+                switch step {
+                case "denied": .authorization(subject: "v9", ["status": "denied"])
+                case "always": .authorization(subject: "v9", ["status": "always"])
+                case "prefs": .preferences(subject: "v9", SubjectPreferences(defaultPlace: "cafe"))
+                default: fix("v9", Double(index), inside)
+                }
+            let agent: String? = step == "in" ? "v9" : nil
+            places += Self.run(&venue, input, agent: agent, time: Double(index)).filter { $0.hasPrefix("place ") }
+        }
+        #expect(places == expected)
+    }
 }
 
 @Suite("Event ids across region lifecycles")
