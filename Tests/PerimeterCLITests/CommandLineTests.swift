@@ -40,6 +40,29 @@ struct CommandLineTests {
         #expect(result.stdout.isEmpty)
     }
 
+    /// Regression: `perimeter regions list --help` and `perimeter rules list --help` printed a
+    /// parent's help and exited 0, as if the command existed.
+    @Test(
+        "an unknown subcommand is a usage error naming it, with or without --help",
+        arguments: [
+            (["frobnicate", "--help"], "frobnicate", "perimeter"),
+            (["regions", "frobnicate"], "frobnicate", "regions"),
+            (["regions", "frobnicate", "--help"], "frobnicate", "regions"),
+            (["regions", "frobnicate", "-h"], "frobnicate", "regions"),
+            (["subjects", "list", "--help"], "list", "subjects"),
+            (["notifier", "replay", "--help"], "replay", "notifier"),
+            (["bench", "nothing", "--count", "3", "--help"], "nothing", "bench"),
+            (["adv", "encode", "--help"], "encode", "adv"),
+            (["help", "regions", "frobnicate"], "frobnicate", "regions"),
+        ])
+    func unknownSubcommands(arguments: [String], name: String, group: String) async throws {
+        let result = try await perimeter(arguments)
+        #expect(result.status == .exited(64), "\(arguments)")
+        #expect(result.stderr.contains("error: unknown subcommand '\(name)' of '\(group)'"), "\(result.stderr)")
+        #expect(result.stderr.contains("USAGE: perimeter"))
+        #expect(result.stdout.isEmpty, "no help on standard output: \(result.stdout)")
+    }
+
     @Test("version")
     func version() async throws {
         let result = try await perimeter(["version"])
