@@ -508,6 +508,15 @@ struct SecureBrokerTests {
             (operatorClient, "operator", "perimeter/v1/museum/admin/erase/visitor-42", false),
             (operatorClient, "operator", "perimeter/v1/museum/admin/show/visitor-42", false),
             (operatorClient, "operator", "perimeter/v1/museum/subjects/visitor-42/authorization", true),
+            // Region and rule definitions are the operator's (perimeter regions|rules put), and
+            // the marker those commands wait for is theirs alone.
+            (operatorClient, "operator", "perimeter/v1/museum/regions/kiosk", false),
+            (operatorClient, "operator", "perimeter/v1/museum/rules/greet", false),
+            (operatorClient, "operator", "perimeter/v1/_sys/operator/perimeter-manage-1/marker", false),
+            (agent, "phone-a", "perimeter/v1/museum/rules/greet", true),
+            (agent, "phone-a", "perimeter/v1/_sys/operator/perimeter-manage-1/marker", true),
+            (consent, "consent", "perimeter/v1/museum/rules/greet", true),
+            (evaluator, "evaluator", "perimeter/v1/museum/rules/greet", true),
             (evaluator, "evaluator", "perimeter/v1/museum/admin/erased/visitor-42", false),
             (evaluator, "evaluator", "perimeter/v1/museum/subjects/visitor-42/authorization", false),
             (evaluator, "evaluator", "perimeter/v1/_sys/evaluator/1/status", false),
