@@ -9,7 +9,9 @@ struct CommandLineTests {
     @Test(
         "--help works at every level and exits 0",
         arguments: [
-            [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"],
+            [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["regions", "list"],
+            ["regions", "get"], ["regions", "put"], ["regions", "delete"], ["rules"], ["rules", "list"],
+            ["rules", "get"], ["rules", "put"], ["rules", "delete"], ["locate"],
             ["replay"], ["adv"], ["adv", "decode"],
             ["bench"], ["bench", "mqtt"], ["bench", "geo"], ["bench", "pipeline"], ["bench", "null-evaluator"],
         ])
@@ -49,6 +51,7 @@ struct CommandLineTests {
             (["regions", "frobnicate"], "frobnicate", "regions"),
             (["regions", "frobnicate", "--help"], "frobnicate", "regions"),
             (["regions", "frobnicate", "-h"], "frobnicate", "regions"),
+            (["rules", "frobnicate", "--help"], "frobnicate", "rules"),
             (["subjects", "list", "--help"], "list", "subjects"),
             (["notifier", "replay", "--help"], "replay", "notifier"),
             (["bench", "nothing", "--count", "3", "--help"], "nothing", "bench"),

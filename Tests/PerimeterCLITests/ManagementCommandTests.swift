@@ -232,6 +232,7 @@ struct ManagementCommandTests {
             (["regions", "get"], "missing argument <id>"),
             (["regions", "put"], "missing argument <file>"),
             (["regions", "list", "--venue", "zoo"], "venue 'zoo' is not in this configuration (test)"),
+            (["rules", "delete", "a/b"], "rule id 'a/b' may hold only letters"),
         ])
     func usage(arguments: [String], message: String) async throws {
         let config = try temporaryFile(

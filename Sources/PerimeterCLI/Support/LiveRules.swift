@@ -21,7 +21,9 @@ enum LiveRules {
         }
         var rules: [NotificationRule] = []
         var problems: [String] = []
-        let list = document["rules"]?.arrayValue ?? document.arrayValue ?? []
+        guard let list = document["rules"]?.arrayValue ?? document.arrayValue else {
+            throw ExitCode(1, "\(path): a rules document is {\"rules\": [ … ]} or an array of rules")
+        }
         for (index, item) in list.enumerated() {
             switch parse(item, channels: channels, place: "rules[\(index)]") {
             case .success(let rule): rules.append(rule)
