@@ -217,6 +217,13 @@ struct ManagementCommandTests {
             #expect(deleting.stdout.contains("ann: inside → unmonitored now (no exit event; no rule fires)"))
             #expect(deleting.stdout.contains("bob: outside → unmonitored now"))
 
+            // A region of the evaluator's regions file, never published: compared with the file.
+            let regionsFile = try temporaryFile("regions.geojson", Self.hall)
+            let fromFile = try await deployment.run(
+                ["regions", "put", "--dry-run", "-", "--set", "venues.test.regions=\(regionsFile)"], stdin: Self.hall)
+            #expect(fromFile.stdout.contains("region 'hall': not retained; compared with \(regionsFile)"))
+            #expect(fromFile.stdout.contains("region 'hall': unchanged"), "\(fromFile.stdout)")
+
             let kept = try await deployment.run(["regions", "get", "kiosk"])
             #expect(kept.stdout.contains(#""radius":15"#), "the dry runs published nothing: \(kept.stdout)")
         } catch {

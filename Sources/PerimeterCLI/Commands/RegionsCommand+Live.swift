@@ -115,10 +115,11 @@ struct RegionsPutCommand: ParsableCommand {
             the command exits 1.
 
             --dry-run publishes nothing and says what publishing would do: for each region,
-            whether it is new or what changed against the retained definition, each subject's
-            retained state in it and the transition it may make, and the notification rules
-            (live rules/{id} topics, and the venue's rules file when the configuration names
-            one) that would fire. The evaluator does not publish positions, so for a changed
+            whether it is new or what changed against the retained definition (or against
+            the venue's regions file, when the configuration names it and nothing is
+            retained), each subject's retained state in it and the transition it may make,
+            and the notification rules (live rules/{id} topics, and the venue's rules file
+            when the configuration names one) that would fire. The evaluator does not publish positions, so for a changed
             shape the dry run names who MAY enter or exit (decided at each subject's next
             observation), not who will.
             """)
@@ -186,6 +187,17 @@ struct RegionsPutCommand: ParsableCommand {
             }
         }
         var lines = ["dry run: nothing published"]
+        // A region of the evaluator's regions file has no retained topic unless something
+        // published it: the file says what the evaluator holds.
+        if let path = session.settings.regionsPath, changes.contains(where: { current[$0.id] == nil }) {
+            let fileRegions = try InputFiles.usableRegions(path, skipInvalid: true)
+            for change in changes where current[change.id] == nil {
+                if let region = fileRegions.first(where: { $0.id == change.id }) {
+                    current[change.id] = region
+                    lines.append("region '\(change.id)': not retained; compared with \(path)")
+                }
+            }
+        }
         var rules: [NotificationRule] = []
         let rulesPrefix = "\(topics.root)/rules/"
         for (topic, payload) in retained.sorted(by: { $0.key < $1.key }) where topic.hasPrefix(rulesPrefix) {

@@ -17,6 +17,9 @@ struct ManagementSettings {
     var channels: Set<String>?
     /// The venue's rules file, when the file names one (for `regions put --dry-run`).
     var rulesPath: String?
+    /// The venue's regions file, when the file names one: the evaluator's regions that no
+    /// retained topic shows (for `regions put --dry-run`).
+    var regionsPath: String?
     /// The evaluator's `evaluator.maxPayloadBytes` (a larger region is refused unread).
     var maxPayloadBytes: Int
 
@@ -54,11 +57,14 @@ struct ManagementSettings {
                 64, "venue '\(chosen)' is not in this configuration (\(venues.joined(separator: ", ")))")
         }
         let rulesPath = reader.optionalString("venues.\(chosen).rules")
+        let regionsPath =
+            reader.optionalString("venues.\(chosen).regions")
+            ?? (reader.optionalString("venue.name") == chosen ? reader.optionalString("venue.regions") : nil)
         for section in otherSections { reader.claim(section) }
         try reader.finish()
         return ManagementSettings(
             broker: broker, topics: Topics(prefix: prefix, venue: chosen),
-            channels: channelNames.isEmpty ? nil : Set(channelNames), rulesPath: rulesPath,
+            channels: channelNames.isEmpty ? nil : Set(channelNames), rulesPath: rulesPath, regionsPath: regionsPath,
             maxPayloadBytes: maxPayload)
     }
 }
