@@ -107,16 +107,19 @@ struct ManagementSession {
         for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }
         try await client.subscribe(markerTopic, qos: .atLeastOnce)
         let token = UUID().uuidString
-        try await client.publish(markerTopic, token, qos: .atLeastOnce)
+        let hint =
+            "may this account publish there? (deploy/mosquitto/acl.conf gives the operator account "
+            + "\(settings.topics.prefix)/_sys/operator/#)"
+        do {
+            try await client.publish(markerTopic, token, qos: .atLeastOnce)
+        } catch {
+            throw ExitCode(1, "the broker refused the end-of-retained marker on \(markerTopic) (\(error)): \(hint)")
+        }
         let seen = try await waitForValue(timeout: timeout) {
             inbox.all.dropFirst(before).contains { $0.topic == markerTopic && $0.payloadString == token } ? true : nil
         }
         guard seen == true else {
-            throw ExitCode(
-                1,
-                "no end-of-retained marker on \(markerTopic) within \(timeout): may this account publish there? "
-                    + "(deploy/mosquitto/acl.conf gives the operator account \(settings.topics.prefix)/_sys/operator/#)"
-            )
+            throw ExitCode(1, "no end-of-retained marker on \(markerTopic) within \(timeout): \(hint)")
         }
         for filter in filters { try await client.unsubscribe(filter) }
         try await client.unsubscribe(markerTopic)
@@ -138,7 +141,15 @@ struct ManagementSession {
 
     /// Publishes a retained message at QoS 1 and returns once the broker has it (PUBACK).
     func publishRetained(_ topic: String, _ payload: [UInt8], properties: MQTTProperties = .none) async throws {
-        try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: true, properties: properties)
+        do {
+            try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: true, properties: properties)
+        } catch let error as MQTTError {
+            var message = "could not publish \(topic): \(error)"
+            if case .publishRefused = error.kind {
+                message += " (regions/+ and rules/+ take the operator account: deploy/mosquitto/acl.conf)"
+            }
+            throw ExitCode(1, message)
+        }
     }
 
     func close() async {
