@@ -10,7 +10,8 @@ public struct Perimeter: ParsableCommand {
             """,
         subcommands: [
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, NotifierCommand.self, AgentCommand.self,
-            RegionsCommand.self, LocateCommand.self, ReplayCommand.self, RenderCommand.self, DashboardCommand.self,
+            RegionsCommand.self, RulesCommand.self, LocateCommand.self, ReplayCommand.self, RenderCommand.self,
+            DashboardCommand.self,
             AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
         ])
 

@@ -92,6 +92,13 @@ final class NotifierRuntime {
                     }
                     fileRules[venue.id] = rules
                     logger.info("rules loaded", metadata: ["venue": .string(venue.id), "rules": "\(rules.count)"])
+                    // A live rule accepted before the file gained its id: the file's rule is the
+                    // one used (ids are one namespace; the file is the operator's reviewed copy).
+                    for rule in rules where topicRules[venue.id]?[rule.id] != nil {
+                        logger.warning(
+                            "live rule shadowed by the rules file's rule with the same id; delete one of them",
+                            metadata: ["venue": .string(venue.id), "rule": .string(rule.id)])
+                    }
                 } catch {
                     if failOnProblems { throw error }
                     logger.error("rules file not reloaded; keeping the rules in use", metadata: ["error": "\(error)"])
@@ -312,7 +319,10 @@ final class NotifierRuntime {
     /// Every rule the event fires, each once per event: outbox rows and rule state together.
     private func fire(_ event: NotifiedEvent) throws -> Int {
         guard let venue = venues[event.venue] else { return 0 }
-        let rules = (fileRules[venue.id] ?? []) + (topicRules[venue.id] ?? [:]).values.sorted { $0.id < $1.id }
+        let fromFile = fileRules[venue.id] ?? []
+        let fileIDs = Set(fromFile.map(\.id))
+        let rules =
+            fromFile + (topicRules[venue.id] ?? [:]).values.filter { !fileIDs.contains($0.id) }.sorted { $0.id < $1.id }
         var queued = 0
         let now = clock.now
         for rule in rules where rule.matches(event) {

@@ -9,7 +9,9 @@ struct CommandLineTests {
     @Test(
         "--help works at every level and exits 0",
         arguments: [
-            [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["locate"],
+            [], ["version"], ["up"], ["regions"], ["regions", "validate"], ["regions", "export"], ["regions", "list"],
+            ["regions", "get"], ["regions", "put"], ["regions", "delete"], ["rules"], ["rules", "list"],
+            ["rules", "get"], ["rules", "put"], ["rules", "delete"], ["locate"],
             ["replay"], ["adv"], ["adv", "decode"],
             ["bench"], ["bench", "mqtt"], ["bench", "geo"], ["bench", "pipeline"], ["bench", "null-evaluator"],
         ])
@@ -38,6 +40,30 @@ struct CommandLineTests {
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(result.stderr.contains("USAGE: perimeter"))
         #expect(result.stdout.isEmpty)
+    }
+
+    /// Regression: `perimeter regions list --help` and `perimeter rules list --help` printed a
+    /// parent's help and exited 0, as if the command existed.
+    @Test(
+        "an unknown subcommand is a usage error naming it, with or without --help",
+        arguments: [
+            (["frobnicate", "--help"], "frobnicate", "perimeter"),
+            (["regions", "frobnicate"], "frobnicate", "regions"),
+            (["regions", "frobnicate", "--help"], "frobnicate", "regions"),
+            (["regions", "frobnicate", "-h"], "frobnicate", "regions"),
+            (["rules", "frobnicate", "--help"], "frobnicate", "rules"),
+            (["subjects", "list", "--help"], "list", "subjects"),
+            (["notifier", "replay", "--help"], "replay", "notifier"),
+            (["bench", "nothing", "--count", "3", "--help"], "nothing", "bench"),
+            (["adv", "encode", "--help"], "encode", "adv"),
+            (["help", "regions", "frobnicate"], "frobnicate", "regions"),
+        ])
+    func unknownSubcommands(arguments: [String], name: String, group: String) async throws {
+        let result = try await perimeter(arguments)
+        #expect(result.status == .exited(64), "\(arguments)")
+        #expect(result.stderr.contains("error: unknown subcommand '\(name)' of '\(group)'"), "\(result.stderr)")
+        #expect(result.stderr.contains("USAGE: perimeter"))
+        #expect(result.stdout.isEmpty, "no help on standard output: \(result.stdout)")
     }
 
     @Test("version")

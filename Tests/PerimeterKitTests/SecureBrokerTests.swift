@@ -403,6 +403,49 @@ struct SecureBrokerTests {
         #expect(broken.lines.contains { $0.hasPrefix("FAIL ACL museum: the evaluator may write") }, "\(broken.lines)")
     }
 
+    @Test("perimeter regions and rules over TLS: the operator account manages them; an agent's account is refused")
+    func managementOverTLS() async throws {
+        let broker = try await ProductionBroker.start()
+        defer { broker.stop() }
+        func run(
+            _ arguments: [String], as account: String, stdin: String
+        ) async throws -> (
+            status: Subprocess.Termination, stdout: String, stderr: String
+        ) {
+            try await runProduct(
+                arguments + [
+                    "--venue", "museum", "--set", "broker.port=\(broker.port)", "--set", "broker.username=\(account)",
+                    "--set", "broker.password=\(broker.passwords[account] ?? "")", "--set",
+                    "broker.tls.caFile=\(broker.certificates)/ca.crt",
+                ], stdin: stdin)
+        }
+        let kiosk =
+            #"{"type":"Feature","id":"kiosk","properties":{"radius":5},"geometry":{"type":"Point","coordinates":[2.3362,48.8605]}}"#
+        let rule = #"{"id":"greet","on":"enter","regions":"kiosk","channels":["app"],"body":"hi {subject}"}"#
+        let put = try await run(["regions", "put", "-"], as: "operator", stdin: kiosk)
+        #expect(put.status == .exited(0), "\(put.stderr)")
+        let rulePut = try await run(["rules", "put", "-"], as: "operator", stdin: rule)
+        #expect(rulePut.status == .exited(0), "\(rulePut.stderr)")
+
+        let sneaky = kiosk.replacingOccurrences(of: "kiosk", with: "sneaky")
+        let agentPut = try await run(["regions", "put", "-"], as: "phone-a", stdin: sneaky)
+        #expect(agentPut.status == .exited(1), "an agent may not define regions")
+        #expect(
+            agentPut.stderr.contains("could not publish perimeter/v1/museum/regions/sneaky")
+                && agentPut.stderr.contains("Not authorized") && agentPut.stderr.contains("the operator account"),
+            "\(agentPut.stderr)")
+        let agentRule = try await run(
+            ["rules", "put", "-"], as: "phone-a", stdin: rule.replacingOccurrences(of: "greet", with: "sneaky"))
+        #expect(agentRule.status == .exited(1), "an agent may not define rules")
+
+        // The operator's view, read through its end-of-retained marker, has only its own.
+        let regions = try await run(["regions", "list"], as: "operator", stdin: "")
+        #expect(regions.status == .exited(0), "\(regions.stderr)")
+        #expect(regions.stdout == "kiosk\tcircle\t\n")
+        let rules = try await run(["rules", "list"], as: "operator", stdin: "")
+        #expect(rules.stdout == "greet\tlive\tenter\tkiosk\tapp\n", "\(rules.stderr)")
+    }
+
     @Test("the evaluator service end to end over TLS with its credentials: an agent's fix becomes a consumer's event")
     func evaluatorServiceOverTLS() async throws {
         let broker = try await ProductionBroker.start()
@@ -508,6 +551,15 @@ struct SecureBrokerTests {
             (operatorClient, "operator", "perimeter/v1/museum/admin/erase/visitor-42", false),
             (operatorClient, "operator", "perimeter/v1/museum/admin/show/visitor-42", false),
             (operatorClient, "operator", "perimeter/v1/museum/subjects/visitor-42/authorization", true),
+            // Region and rule definitions are the operator's (perimeter regions|rules put), and
+            // the marker those commands wait for is theirs alone.
+            (operatorClient, "operator", "perimeter/v1/museum/regions/kiosk", false),
+            (operatorClient, "operator", "perimeter/v1/museum/rules/greet", false),
+            (operatorClient, "operator", "perimeter/v1/_sys/operator/perimeter-manage-1/marker", false),
+            (agent, "phone-a", "perimeter/v1/museum/rules/greet", true),
+            (agent, "phone-a", "perimeter/v1/_sys/operator/perimeter-manage-1/marker", true),
+            (consent, "consent", "perimeter/v1/museum/rules/greet", true),
+            (evaluator, "evaluator", "perimeter/v1/museum/rules/greet", true),
             (evaluator, "evaluator", "perimeter/v1/museum/admin/erased/visitor-42", false),
             (evaluator, "evaluator", "perimeter/v1/museum/subjects/visitor-42/authorization", false),
             (evaluator, "evaluator", "perimeter/v1/_sys/evaluator/1/status", false),

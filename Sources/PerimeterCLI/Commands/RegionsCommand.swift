@@ -1,11 +1,16 @@
 import Foundation
 import PerimeterCore
 
-/// `perimeter regions …`: check and convert region files.
+/// `perimeter regions …`: check and convert region files; list, get, put and delete the live
+/// regions of a running deployment.
 struct RegionsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "regions", abstract: "Validate and export region files (GeoJSON).",
-        subcommands: [RegionsValidateCommand.self, RegionsExportCommand.self])
+        commandName: "regions",
+        abstract: "Validate and export region files (GeoJSON); manage a deployment's live regions.",
+        subcommands: [
+            RegionsValidateCommand.self, RegionsExportCommand.self, RegionsListCommand.self, RegionsGetCommand.self,
+            RegionsPutCommand.self, RegionsDeleteCommand.self,
+        ])
 }
 
 /// `perimeter regions validate FILE`: every problem, each naming the region and the place.

@@ -15,7 +15,7 @@ public enum CommandRunner {
             for name in remaining {
                 guard let next = target.configuration.subcommands.first(where: { $0.configuration.commandName == name })
                 else {
-                    return usageError("unknown subcommand '\(name)'", path: path)
+                    return usageError(UnknownSubcommand(name: name, type: target).description, path: path)
                 }
                 target = next
                 path.append(next)
@@ -94,10 +94,39 @@ public enum CommandRunner {
         return result
     }
 
+    /// A word where a command group expects one of its subcommands: a usage error even with
+    /// `--help`, since printing the group's help would answer as if the command existed.
+    struct UnknownSubcommand: Error, CustomStringConvertible {
+        var name: String
+        var type: any ParsableCommand.Type
+        var description: String {
+            let known = type.configuration.subcommands.map { $0.configuration.commandName }
+            return "unknown subcommand '\(name)' of '\(type.configuration.commandName)' (known: "
+                + known.joined(separator: ", ") + ")"
+        }
+    }
+
     static func parse(
         _ arguments: [String], into slots: [ArgumentSlot], type: any ParsableCommand.Type
     ) throws -> ParseOutcome {
-        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return .help }
+        let isHelp: (String) -> Bool = { $0 == "--help" || $0 == "-h" }
+        guard arguments.contains(where: isHelp) else {
+            try parseValues(arguments, into: slots, type: type)
+            return .run
+        }
+        // Help is shown whatever else is wrong with the line (a missing argument, a bad value),
+        // except a subcommand that does not exist.
+        do {
+            try parseValues(arguments.filter { !isHelp($0) }, into: slots, type: type)
+        } catch let error as UnknownSubcommand {
+            throw error
+        } catch {}
+        return .help
+    }
+
+    private static func parseValues(
+        _ arguments: [String], into slots: [ArgumentSlot], type: any ParsableCommand.Type
+    ) throws {
         var positionals = slots.filter { $0.kind == .positional }[...]
         var index = 0
         var onlyPositionals = false
@@ -136,7 +165,7 @@ public enum CommandRunner {
             // A repeating positional takes every value after it, so it stays first.
             guard let slot = positionals.first else {
                 if !type.configuration.subcommands.isEmpty {
-                    throw ValidationError("unknown subcommand '\(argument)'")
+                    throw UnknownSubcommand(name: argument, type: type)
                 }
                 throw ValidationError("unexpected argument '\(argument)'")
             }
@@ -149,7 +178,6 @@ public enum CommandRunner {
             if slot.kind == .positional { throw ValidationError("missing argument <\(slot.valueName)>") }
             throw ValidationError("missing \(slot.names[0]) <\(slot.valueName)>")
         }
-        return .run
     }
 
     static func usageError(_ message: String, path: [any ParsableCommand.Type]) -> Int32 {
