@@ -575,11 +575,12 @@ struct DoctorTests {
                     || $0.hasPrefix("ok   broker loss: nothing dropped in the last minute")
             }, "\(lines)")
         #expect(!lines.contains { $0.contains("broker dropped") }, "a healthy broker dropped nothing: \(lines)")
-        // It stopped listening after ten observations: the publisher's five a second over the
-        // whole 20 s would be about a hundred.
+        // It stopped listening after ten observations (the publisher's five a second over the
+        // whole 20 s would be about a hundred); a starved publisher may give fewer than ten in
+        // the 20 s, which doctor then reports as they are.
         let clock = lines.first { $0.hasPrefix("ok   clock: ") }
         let seen = clock.flatMap { Int($0.dropFirst("ok   clock: ".count).prefix { $0.isNumber }) }
-        #expect(seen.map { (10..<50).contains($0) } == true, "\(clock ?? "no clock line")")
+        #expect(seen.map { (1..<50).contains($0) } == true, "\(clock ?? "no clock line")")
         await harness.stop()
     }
 
