@@ -379,6 +379,7 @@ final class EvaluatorRuntime {
     func run() async throws {
         lastSnapshotAt = clock.now
         try journalRegionFiles(failOnProblems: true)
+        try reconcileHomeAssistant()
         // Who serves the venues is settled before the main session subscribes anything.
         let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
         try await lease.start(wait: configuration.leaseWait)
@@ -530,6 +531,24 @@ final class EvaluatorRuntime {
     }
 
     enum Wake { case work, tick, stats, reload, lease, reconnected }
+
+    /// Home Assistant discovery as configured now, for the regions and subjects the state
+    /// already holds (discovery just turned on, its settings changed, or turned off): committed
+    /// to the outbox like any output, and published with the rest once connected.
+    private func reconcileHomeAssistant() throws {
+        let retained = try store.retainedConfigs()
+        for id in venueIDs.sorted() {
+            guard let topics = topics[id], venues[id] != nil else { continue }
+            let messages = venues[id]!.reconcileHomeAssistant(retained: retained).flatMap {
+                $0.messages(topics: topics)
+            }
+            guard !messages.isEmpty else { continue }
+            _ = try store.commit(seq: cursor, venue: id, messages: messages, events: [], now: clock.now)
+            logger.info(
+                "Home Assistant discovery configs brought up to date",
+                metadata: ["venue": .string(id), "messages": "\(messages.count)"])
+        }
+    }
 
     /// When the last snapshot (which prunes the journal up to it) was taken, on the service's clock.
     private var lastSnapshotAt: Date?

@@ -191,6 +191,16 @@ public final class EvaluatorStore {
         }
     }
 
+    /// The retained topics ending in `/config` (Home Assistant discovery configs among them),
+    /// with their payloads.
+    public func retainedConfigs() throws -> [String: [UInt8]] {
+        var configs: [String: [UInt8]] = [:]
+        for row in try database.query("SELECT topic, payload FROM retained WHERE topic LIKE '%/config'") {
+            configs[row[0].string ?? ""] = row[1].bytes ?? Array((row[1].string ?? "").utf8)
+        }
+        return configs
+    }
+
     // MARK: - Erasure
 
     /// Deletes every row naming a subject: its membership states, and the journal and outbox

@@ -1,0 +1,162 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Testing
+
+/// Home Assistant discovery end to end: a real mosquitto, a real `perimeter evaluator`, the
+/// configs read back both by an MQTT client and by `mosquitto_sub`.
+@Suite("Home Assistant discovery (service)")
+struct HomeAssistantServiceTests {
+    static let sensor = "homeassistant/sensor/perimeter_test/gallery/config"
+    static let occupied = "homeassistant/binary_sensor/perimeter_test/gallery/config"
+    static let tracker = "homeassistant/device_tracker/perimeter_test/visitor-1/config"
+
+    /// The retained messages under `homeassistant/#` as `mosquitto_sub` prints them (`topic
+    /// payload` per line): it runs with `--retained-only`, which makes it exit at the first
+    /// message that is not retained — a marker the test publishes (again, until it exits, since
+    /// the test cannot see when mosquitto_sub has subscribed). Retained messages reach a new
+    /// subscription before anything published after it, so at exit every one has been printed.
+    static func retainedWithMosquittoSub(port: Int, marker publisher: MQTTClient) async throws -> [String: String] {
+        guard let path = Subprocess.find("mosquitto_sub") else {
+            throw ChildFailure(message: "mosquitto_sub is not installed; run scripts/setup.sh (mosquitto-clients)")
+        }
+        let markerTopic = "zz-test/marker-\(UUID().uuidString.prefix(8))"
+        let child = try ChildProcess(
+            path,
+            [
+                "-h", "127.0.0.1", "-p", "\(port)", "-v", "--retained-only", "-W", "60", "-t", "homeassistant/#", "-t",
+                markerTopic,
+            ])
+        try await waitUntil("mosquitto_sub to reach the marker", timeout: .seconds(60), every: .milliseconds(200)) {
+            try await publisher.publish(markerTopic, "end", qos: .atMostOnce)
+            return child.subprocess.poll() != nil
+        }
+        let (termination, output) = await child.finish()
+        #expect(termination == .exited(0), "mosquitto_sub: \(output)")
+        var retained: [String: String] = [:]
+        for line in output.split(separator: "\n") {
+            guard let space = line.firstIndex(of: " ") else { continue }
+            retained[String(line[..<space])] = String(line[line.index(after: space)...])
+        }
+        return retained
+    }
+
+    /// Checks every discovery message received against Home Assistant's schema.
+    static func expectValid(_ messages: [MQTTMessage]) {
+        for message in messages where message.topic.hasPrefix("homeassistant/") {
+            let problems = HomeAssistantSchema.problems(topic: message.topic, payload: message.payload)
+            #expect(problems.isEmpty, "\(message.topic): \(problems)")
+        }
+    }
+
+    @Test(
+        "discovery on: configs retained, their state topics follow a visitor in and out, region deletion removes them"
+    )
+    func discoveryEndToEnd() async throws {
+        let gallery = Venue.circle(
+            "gallery", lat: 48.86, lon: 2.336, radius: 30, extra: [("place", true), ("name", "Gallery")])
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([gallery]),
+            venue: ["homeAssistant": ["enabled": true, "subjects": ["visitor-*"]]])
+        try await harness.observer.subscribe("homeassistant/#", qos: .atLeastOnce)
+        try await harness.startEvaluator()
+
+        // 1. The region's two configs, retained, valid, pointing at the occupancy topic.
+        let configs = try await harness.waitFor("the gallery's two configs") { messages in
+            let topics = Set(messages.filter { !$0.payload.isEmpty }.map(\.topic))
+            return topics.contains(Self.sensor) && topics.contains(Self.occupied)
+        }
+        Self.expectValid(configs)
+        let sensor = try #require(configs.last { $0.topic == Self.sensor }?.json)
+        let occupied = try #require(configs.last { $0.topic == Self.occupied }?.json)
+        #expect(sensor["state_class"] == "measurement")
+        #expect(occupied["device_class"] == "occupancy")
+        let occupancyTopic = try #require(sensor["state_topic"]?.stringValue)
+        #expect(occupancyTopic == harness.topics.occupancy(region: "gallery"))
+        #expect(occupied["state_topic"]?.stringValue == occupancyTopic)
+        let availability = try #require(sensor["availability"]?.arrayValue?.first?["topic"]?.stringValue)
+        #expect(availability == "perimeter/v1/_sys/evaluator/t1/status")
+        #expect(
+            harness.messages.contains { $0.topic == availability && $0.json?["online"] == true },
+            "the availability topic says online")
+
+        // 2. mosquitto_sub, a process of its own, sees the retained configs.
+        let retained = try await Self.retainedWithMosquittoSub(
+            port: harness.broker.port, marker: harness.publisher)
+        for topic in [Self.sensor, Self.occupied] {
+            let payload = try #require(retained[topic], "mosquitto_sub printed \(retained.keys.sorted())")
+            #expect(HomeAssistantSchema.problems(topic: topic, payload: Array(payload.utf8)) == [])
+        }
+
+        // 3. A visitor enters: the count on the sensors' state topic goes to 1, the visitor gets a
+        // tracker whose state topic names the gallery.
+        let t = Date().timeIntervalSince1970
+        try await harness.publish(
+            harness.topics.gps(agent: "visitor-1"), ["t": .number(t), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("occupancy 1 and the tracker") { messages in
+            messages.contains { $0.topic == occupancyTopic && $0.json?["count"] == 1 }
+                && messages.contains { $0.topic == Self.tracker && !$0.payload.isEmpty }
+        }
+        let trackerConfig = try #require(harness.messages.last { $0.topic == Self.tracker }?.json)
+        let placeTopic = try #require(trackerConfig["state_topic"]?.stringValue)
+        #expect(placeTopic == harness.topics.place(subject: "visitor-1"))
+        try await harness.waitFor("the place on the tracker's state topic") { messages in
+            messages.contains { $0.topic == placeTopic && $0.json?["place"] == "gallery" }
+        }
+
+        // 4. … and leaves: the count goes back to 0, the place to none.
+        try await harness.publish(
+            harness.topics.gps(agent: "visitor-1"), ["t": .number(t + 1), "lat": 48.87, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("occupancy 0 and no place") { messages in
+            messages.contains { $0.topic == occupancyTopic && $0.json?["count"] == 0 }
+                && messages.contains { $0.topic == placeTopic && $0.json?["place"] == .null }
+        }
+
+        // 5. The region deleted: both configs cleared (empty retained payloads) …
+        try await harness.publish(harness.topics.region("gallery"), text: "", retain: true)
+        try await harness.waitFor("the gallery's configs cleared") { messages in
+            messages.contains { $0.topic == Self.sensor && $0.payload.isEmpty }
+                && messages.contains { $0.topic == Self.occupied && $0.payload.isEmpty }
+        }
+        Self.expectValid(harness.messages)
+        // … and gone from the broker's retained store; the visitor's tracker stays.
+        let after = try await Self.retainedWithMosquittoSub(port: harness.broker.port, marker: harness.publisher)
+        #expect(after[Self.sensor] == nil && after[Self.occupied] == nil, "\(after.keys.sorted())")
+        #expect(after[Self.tracker] != nil, "\(after.keys.sorted())")
+
+        // 6. Erasing the visitor clears its tracker too.
+        try await harness.publish(harness.topics.admin("erase", subject: "visitor-1"), text: "")
+        try await harness.waitFor("the tracker cleared") { messages in
+            messages.contains { $0.topic == Self.tracker && $0.payload.isEmpty }
+        }
+        await harness.stop()
+    }
+
+    @Test("turned on for a venue that already has regions: the restarted evaluator publishes their configs")
+    func enabledLater() async throws {
+        let gallery = Venue.circle("gallery", lat: 48.86, lon: 2.336, radius: 30)
+        let harness = try await EvaluatorHarness(regions: Venue.collection([gallery]))
+        try await harness.observer.subscribe("homeassistant/#", qos: .atLeastOnce)
+        try await harness.startEvaluator()
+        try await harness.settle()
+        await harness.stopEvaluator()
+        #expect(!harness.messages.contains { $0.topic.hasPrefix("homeassistant/") }, "off by default")
+        // Same database, same regions file; discovery turned on.
+        var config = try #require(
+            try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: harness.configPath)))).objectValue)
+        var venues = try #require(config["venues"]?.objectValue)
+        var venue = try #require(venues[EvaluatorHarness.venue]?.objectValue)
+        venue["homeAssistant"] = ["enabled": true]
+        venues[EvaluatorHarness.venue] = .object(venue)
+        config["venues"] = .object(venues)
+        try JSONValue.object(config).serialized().write(toFile: harness.configPath, atomically: true, encoding: .utf8)
+        try await harness.startEvaluator()
+        let messages = try await harness.waitFor("the gallery's configs") { messages in
+            messages.contains { $0.topic == Self.sensor } && messages.contains { $0.topic == Self.occupied }
+        }
+        Self.expectValid(messages)
+        await harness.stop()
+    }
+}
