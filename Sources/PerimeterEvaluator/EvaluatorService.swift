@@ -550,6 +550,26 @@ final class EvaluatorRuntime {
         }
     }
 
+    /// After a takeover the broker's discovery configs still name the failed evaluator's status
+    /// as their availability: publish ours (the retained table holds them with our status topic).
+    private func republishDiscovery() async throws {
+        guard let publisher else { return }
+        let owners = configuration.venues.compactMap { venue in
+            venue.settings.homeAssistant.map { HomeAssistantDiscovery(settings: $0, venue: venue.settings.id) }
+        }
+        guard !owners.isEmpty else { return }
+        let configs = try store.retainedConfigs().filter { topic, _ in owners.contains { $0.isOwnConfigTopic(topic) } }
+        try await publisher.send(
+            configs.sorted { $0.key < $1.key }.map { topic, payload in
+                OutboxPublisher.Row(
+                    number: 0,
+                    message: Self.mqttMessage(OutboundMessage(topic: topic, payload: payload, qos: 1, retain: true)))
+            })
+        logger.notice(
+            "Home Assistant discovery configs republished with this evaluator's availability",
+            metadata: ["configs": "\(configs.count)"])
+    }
+
     /// When the last snapshot (which prunes the journal up to it) was taken, on the service's clock.
     private var lastSnapshotAt: Date?
 
@@ -598,6 +618,7 @@ final class EvaluatorRuntime {
                     "unsent": "\((try? store.unsentCount()) ?? 0)",
                 ])
             try await publishUnsent()
+            try await republishDiscovery()
         } else if publishing && LeasePolicy.shouldStepDown(me: configuration.instance, venues: venues, view: view) {
             publishing = false
             try await publishStatus(client)

@@ -43,6 +43,11 @@ struct HomeAssistantServiceTests {
         return retained
     }
 
+    /// The availability topic a config names.
+    static func availability(_ message: MQTTMessage) -> String? {
+        message.json?["availability"]?.arrayValue?.first?["topic"]?.stringValue
+    }
+
     /// Checks every discovery message received against Home Assistant's schema.
     static func expectValid(_ messages: [MQTTMessage]) {
         for message in messages where message.topic.hasPrefix("homeassistant/") {
@@ -132,6 +137,79 @@ struct HomeAssistantServiceTests {
             messages.contains { $0.topic == Self.tracker && $0.payload.isEmpty }
         }
         await harness.stop()
+    }
+
+    @Test("a standby that takes over republishes the configs with its own status as their availability")
+    func takeoverMovesAvailability() async throws {
+        let broker = try await TestBroker.start()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-ha-takeover-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let regions = directory.appendingPathComponent("regions.geojson").path
+        try Venue.collection([Venue.circle("gallery", lat: 48.86, lon: 2.336, radius: 30)]).serialized()
+            .write(toFile: regions, atomically: true, encoding: .utf8)
+        let observer = try await broker.connectedClient("observer")
+        let inbox = Inbox(observer)
+        try await observer.subscribe("homeassistant/#", qos: .atLeastOnce)
+        try await observer.subscribe("perimeter/v1/_sys/evaluator/b/stats", qos: .atMostOnce)
+        func start(_ instance: String, role: String) async throws -> ChildProcess {
+            let config: JSONValue = [
+                "broker": [
+                    "host": "127.0.0.1", "port": .number(Double(broker.port)),
+                    "clientId": .string("evaluator-\(instance)"),
+                ],
+                "evaluator": [
+                    "instance": .string(instance), "role": .string(role), "leaseWait": 0.5, "tickInterval": 0.2,
+                    "statsInterval": 0.2, "standbyWindow": 1,
+                    "database": .string(directory.appendingPathComponent("\(instance).sqlite").path),
+                ],
+                "venues": [
+                    "test": [
+                        "regions": .string(regions), "privacy": ["open": true], "homeAssistant": ["enabled": true],
+                    ]
+                ],
+            ]
+            let path = directory.appendingPathComponent("\(instance).json").path
+            try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+            let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
+            try await child.waitForLine(containing: "evaluator running", timeout: .seconds(30))
+            return child
+        }
+        let active = try await start("a", role: "active")
+        let standby = try await start("b", role: "standby")
+        defer {
+            for child in [active, standby] where child.subprocess.isRunning { child.kill(SIGTERM) }
+        }
+        try await inbox.waitFor("a's configs", timeout: .seconds(30), context: { active.output }) { messages in
+            messages.contains {
+                $0.topic == Self.sensor && Self.availability($0) == "perimeter/v1/_sys/evaluator/a/status"
+            }
+        }
+        // The standby's own outbox (its configs among it) is past its standbyWindow and dropped:
+        // only a republish at takeover can bring its configs out.
+        try await inbox.waitFor("b's outbox emptied", timeout: .seconds(30), context: { standby.output }) { messages in
+            let unsent = messages.filter { $0.topic.hasSuffix("/b/stats") }.compactMap {
+                $0.json?["outboxUnsent"]?.intValue
+            }
+            guard let first = unsent.firstIndex(where: { $0 > 0 }) else { return false }
+            return unsent[first...].contains(0)
+        }
+        active.kill(SIGKILL)
+        let messages = try await inbox.waitFor(
+            "b's configs after the takeover", timeout: .seconds(60), context: { standby.output }
+        ) { messages in
+            [Self.sensor, Self.occupied].allSatisfy { topic in
+                messages.contains {
+                    $0.topic == topic && Self.availability($0) == "perimeter/v1/_sys/evaluator/b/status"
+                }
+            }
+        }
+        Self.expectValid(messages)
+        inbox.stop()
+        await observer.disconnect()
+        standby.kill(SIGTERM)
+        await broker.stop()
+        try? FileManager.default.removeItem(at: directory)
     }
 
     @Test("turned on for a venue that already has regions: the restarted evaluator publishes their configs")
