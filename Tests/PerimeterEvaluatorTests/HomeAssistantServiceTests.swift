@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterCore
+import PerimeterEvaluator
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterTestSupport
@@ -54,6 +55,67 @@ struct HomeAssistantServiceTests {
             let problems = HomeAssistantSchema.problems(topic: message.topic, payload: message.payload)
             #expect(problems.isEmpty, "\(message.topic): \(problems)")
         }
+    }
+
+    /// `venues.museum.homeAssistant` settings, and what the configuration makes of them: the
+    /// discovery prefix, subject patterns and availability topic, or the words of the refusal.
+    static let settingsCases: [(settings: [String], expected: String)] = [
+        ([], "off"),
+        (["venues.museum.homeAssistant.enabled=false", "venues.museum.homeAssistant.subjects=a"], "off"),
+        (["venues.museum.homeAssistant.enabled=true"], "homeassistant  perimeter/v1/_sys/evaluator/1/status"),
+        (
+            [
+                "venues.museum.homeAssistant.enabled=true", "venues.museum.homeAssistant.discoveryPrefix=ha/disc",
+                "venues.museum.homeAssistant.subjects=badge-*,visitor-1", "evaluator.instance=e/2",
+            ],
+            "ha/disc badge-*,visitor-1 perimeter/v1/_sys/evaluator/e%2F2/status"
+        ),
+        (
+            ["venues.museum.homeAssistant.enabled=true", "venues.museum.homeAssistant.discoveryPrefix=ha/#"],
+            "refused venues.museum.homeAssistant.discoveryPrefix: must not hold '+' or '#'"
+        ),
+        (
+            ["venues.museum.homeAssistant.enabled=true", "venues.museum.homeAssistant.discoveryPrefix=ha/"],
+            "refused venues.museum.homeAssistant.discoveryPrefix: must not have an empty level"
+        ),
+        (
+            ["venues.museum.homeAssistant.enabled=true", "venues.museum.homeAssistant.subjects=[\"a[1]\"]"],
+            "refused venues.museum.homeAssistant.subjects: pattern 'a[1]' uses '['"
+        ),
+        (["venues.museum.homeAssistant.enable=true"], "refused venues.museum.homeAssistant.enable"),
+    ]
+
+    @Test("venues.{id}.homeAssistant: off unless enabled, checked before anything starts", arguments: settingsCases)
+    func settings(settings: [String], expected: String) throws {
+        let reader = try ConfigReader(environment: [:], overrides: ["venues.museum.timeZone=UTC"] + settings)
+        let outcome: String
+        do {
+            let configuration = try EvaluatorConfiguration.read(reader)
+            if let homeAssistant = configuration.venues.first?.settings.homeAssistant {
+                outcome =
+                    "\(homeAssistant.discoveryPrefix) \(homeAssistant.subjects.map(\.pattern).joined(separator: ",")) \(homeAssistant.availabilityTopic)"
+            } else {
+                outcome = "off"
+            }
+        } catch {
+            outcome = "refused \(error)"
+        }
+        if expected.hasPrefix("refused ") {
+            #expect(outcome.hasPrefix("refused") && outcome.contains(expected.dropFirst(8)), "\(outcome)")
+        } else {
+            #expect(outcome == expected)
+        }
+    }
+
+    @Test("config/evaluator.example.json reads, with discovery shown but off")
+    func example() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let reader = try ConfigReader(
+            filePath: root.appendingPathComponent("config/evaluator.example.json").path, environment: [:])
+        let configuration = try EvaluatorConfiguration.read(reader)
+        #expect(configuration.venues.map(\.settings.id) == ["museum"])
+        #expect(configuration.venues.first?.settings.homeAssistant == nil)
     }
 
     @Test(
