@@ -212,6 +212,12 @@ public final class EvaluatorStore {
             _ = try database.run("DELETE FROM inbox WHERE seq <= ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM retained WHERE \(names)", level, level, level)
+            // Its Home Assistant tracker configs name it in their own encoding (not its topic level).
+            let node = HomeAssistantDiscovery(settings: HomeAssistantSettings(), venue: venue).nodeID
+            let tracker = "/\(node)/\(HomeAssistantDiscovery.objectID(subject))/config"
+            let trackers = "(instr(topic, '/device_tracker/') > 0 AND substr(topic, -length(?)) = ?)"
+            _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(trackers)", seq, tracker, tracker)
+            _ = try database.run("DELETE FROM retained WHERE \(trackers)", tracker, tracker)
         }
     }
 

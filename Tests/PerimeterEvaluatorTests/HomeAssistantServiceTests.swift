@@ -107,6 +107,24 @@ struct HomeAssistantServiceTests {
         }
     }
 
+    @Test("erasure deletes the stored tracker configs that name the subject in Home Assistant's encoding")
+    func erasureDeletesTrackerRows() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ha-erase-\(UUID().uuidString).sqlite")
+        defer { try? FileManager.default.removeItem(at: path) }
+        let store = try EvaluatorStore(path: path.path)
+        let discovery = HomeAssistantDiscovery(settings: HomeAssistantSettings(), venue: "museum")
+        // "visitor_1" is "visitor__1" in a config topic: not its topic level.
+        let mine = discovery.tracker("visitor_1")
+        let other = discovery.tracker("visitor_2")
+        let messages = [mine, other].map {
+            OutboundMessage(topic: $0.topic, payload: Array($0.config.serialized().utf8), qos: 1, retain: true)
+        }
+        _ = try store.commit(seq: 1, venue: "museum", messages: messages, events: [], now: Date())
+        try store.erase(subject: "visitor_1", venue: "museum", level: Topics.level("visitor_1"), through: 2)
+        #expect(try store.unsent(after: 0, limit: 10).map(\.message.topic) == [other.topic])
+        #expect(try store.retainedConfigs().keys.sorted() == [other.topic])
+    }
+
     @Test("config/evaluator.example.json reads, with discovery shown but off")
     func example() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
