@@ -10,10 +10,11 @@ import Foundation
 ///   `object_id` of `[a-zA-Z0-9_-]` only, `component` one of Home Assistant's MQTT platforms.
 /// - An empty payload removes the entity: valid on any config topic.
 /// - A payload is a JSON object; abbreviated keys (`stat_t`, `uniq_id`, `dev`, `o` …) are
-///   expanded first; a key none of the component's variables name is a problem (Home Assistant
-///   refuses the config), as is a key given both abbreviated and in full.
-/// - `origin` needs `name`; `device` needs `identifiers` or `connections` and is only allowed
-///   with a `unique_id`; `availability` is a list of `{topic, payload_available?,
+///   expanded first; a key none of the component's variables name is a problem (stricter than
+///   Home Assistant, which may drop it silently: a misspelt key is a setting lost), as is a key
+///   given both abbreviated and in full.
+/// - `origin` needs `name`; `device` needs `identifiers` or `connections` and a `unique_id`
+///   beside it (Home Assistant documents that it "only works when unique_id is set"); `availability` is a list of `{topic, payload_available?,
 ///   payload_not_available?, value_template?}` and excludes `availability_topic`.
 /// - `sensor`, `binary_sensor` need `state_topic`; `device_tracker` needs `state_topic` or
 ///   `json_attributes_topic`. `device_class`, `state_class`, `source_type`,
@@ -248,7 +249,7 @@ public enum HomeAssistantSchema {
         guard let object = value.objectValue else { return ["'device' must be an object"] }
         let device = expanded(object)
         var problems: [String] = []
-        if uniqueID == nil { problems.append("'device' needs a 'unique_id'") }
+        if uniqueID == nil { problems.append("'device' needs a 'unique_id' (it only works with one)") }
         let identifiers = device["identifiers"]
         let hasIdentifiers: Bool
         switch identifiers {
