@@ -7,8 +7,8 @@ import Foundation
 ///   cleared.
 /// - A subject gets a `device_tracker` when the operator lists it, its status lets its
 ///   observations be used (whenInUse, always, provisional) and a session covers it — decided
-///   when its place is published, when its authorization changes (an allow once reverting
-///   included) and when sessions change. When that stops, or the subject is erased, the config
+///   when it is first observed or its place first published (gateway-mode tags), when its
+///   authorization changes (an allow once reverting included) and when sessions change. When that stops, or the subject is erased, the config
 ///   is cleared. In-use windows do not add or remove trackers: the place topic itself is gated.
 extension VenueEvaluator {
     /// The builder for this venue, nil when discovery is off.
@@ -49,6 +49,12 @@ extension VenueEvaluator {
             }
         }
         switch input {
+        case .fix(let fix)? where !homeAssistantTrackers.contains(fix.subject):
+            // A subject's first accepted observation (a phone, a tracker) announces it, place or not.
+            subjects.append(fix.subject)
+        case .beacons(let report)? where !beacons.isGateway(report.agent):
+            let subject = report.subject ?? report.agent
+            if !homeAssistantTrackers.contains(subject) { subjects.append(subject) }
         case .authorization(let subject, _)?:
             subjects.append(subject)
         case .session?:

@@ -227,15 +227,25 @@ struct HomeAssistantDiscoveryTests {
         #expect(handle(&museum, .session(consumer: "ha", session: "s1", nil)) == ["device_tracker/visitor-1 cleared"])
     }
 
-    @Test("a subject allowed by default gets its tracker with its first place, once")
-    func trackerWithFirstPlace() {
+    @Test("a subject allowed by default gets its tracker with its first observation, place or not, once")
+    func trackerWithFirstObservation() {
         var museum = venue(privacy: .open)
-        let fix = Inbound.fix(Fix(subject: "visitor-7", t: at(0), position: inside, accuracy: 3))
-        #expect(handle(&museum, fix, agent: "agent") == ["device_tracker/visitor-7 set"])
-        let again = Inbound.fix(Fix(subject: "visitor-7", t: at(1), position: inside, accuracy: 3))
-        #expect(handle(&museum, again, agent: "agent") == [])
-        let other = Inbound.fix(Fix(subject: "guard-1", t: at(2), position: inside, accuracy: 3))
-        #expect(handle(&museum, other, agent: "agent") == [])
+        let far = GeoPoint(lon: 2.4, lat: 48.9)
+        let steps: [(subject: String, position: GeoPoint, expected: [String])] = [
+            ("visitor-7", far, ["device_tracker/visitor-7 set"]),
+            ("visitor-7", inside, []),
+            ("guard-1", inside, []),
+            ("visitor-8", inside, ["device_tracker/visitor-8 set"]),
+        ]
+        for (index, step) in steps.enumerated() {
+            let fix = Inbound.fix(
+                Fix(subject: step.subject, t: at(Double(index)), position: step.position, accuracy: 3))
+            #expect(handle(&museum, fix, agent: "agent") == step.expected, "step \(index)")
+        }
+        // Not allowed (no record, people undetermined): its observations are dropped, no tracker.
+        var closed = venue(privacy: PrivacySettings(defaultSessions: [ServiceSession(level: .always)]))
+        let fix = Inbound.fix(Fix(subject: "visitor-9", t: at(0), position: inside, accuracy: 3))
+        #expect(handle(&closed, fix, agent: "agent") == [])
     }
 
     @Test("the tracker set survives a snapshot: a restored venue still clears a withdrawn tracker")
