@@ -136,6 +136,9 @@ public struct EvaluatorConfiguration: ServiceSettings {
             if var venue = readVenue(name, reader) {
                 venue.settings.trust.maxFutureSkew = maxClockSkew
                 venue.strictRegions = reader.bool("venues.\(name).strictRegions", default: strictRegions)
+                venue.settings.homeAssistant = readHomeAssistant(
+                    "venues.\(name).homeAssistant", reader, prefix: prefix,
+                    statusTopic: statusTopic(prefix: prefix, instance: instance))
                 venues.append(venue)
             }
         }
@@ -245,6 +248,35 @@ public struct EvaluatorConfiguration: ServiceSettings {
             }
         }
         return settings
+    }
+
+    /// The evaluator's status topic (retained, and its last will).
+    public static func statusTopic(prefix: String, instance: String) -> String {
+        "\(prefix)/_sys/evaluator/\(Topics.level(instance))/status"
+    }
+
+    /// `venues.{id}.homeAssistant`: `{"enabled": true, "discoveryPrefix": "homeassistant",
+    /// "subjects": ["badge-*"], "deviceName": "Museum"}`; nil (off) unless `enabled`.
+    static func readHomeAssistant(
+        _ key: String, _ reader: ConfigReader, prefix: String, statusTopic: String
+    ) -> HomeAssistantSettings? {
+        let enabled = reader.bool("\(key).enabled", default: false)
+        let discoveryPrefix = reader.string("\(key).discoveryPrefix", default: "homeassistant")
+        let subjects = reader.stringList("\(key).subjects") ?? []
+        let deviceName = reader.optionalString("\(key).deviceName")
+        if let problem = HomeAssistantSettings.prefixProblem(discoveryPrefix) {
+            reader.reject("\(key).discoveryPrefix", problem)
+        }
+        var patterns: [Glob] = []
+        for subject in subjects {
+            do { patterns.append(try Glob(subject)) } catch {
+                reader.reject("\(key).subjects", "\(error)")
+            }
+        }
+        guard enabled else { return nil }
+        return HomeAssistantSettings(
+            discoveryPrefix: discoveryPrefix, subjects: patterns, deviceName: deviceName, topicPrefix: prefix,
+            availabilityTopic: statusTopic)
     }
 
     /// `venues.{id}.reporters`: `{"phone-*": ["visitor-*"], "lora-gw": ["tracker-*"]}`, the

@@ -379,6 +379,7 @@ final class EvaluatorRuntime {
     func run() async throws {
         lastSnapshotAt = clock.now
         try journalRegionFiles(failOnProblems: true)
+        try reconcileHomeAssistant()
         // Who serves the venues is settled before the main session subscribes anything.
         let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
         try await lease.start(wait: configuration.leaseWait)
@@ -531,6 +532,44 @@ final class EvaluatorRuntime {
 
     enum Wake { case work, tick, stats, reload, lease, reconnected }
 
+    /// Home Assistant discovery as configured now, for the regions and subjects the state
+    /// already holds (discovery just turned on, its settings changed, or turned off): committed
+    /// to the outbox like any output, and published with the rest once connected.
+    private func reconcileHomeAssistant() throws {
+        let retained = try store.retainedConfigs()
+        for id in venueIDs.sorted() {
+            guard let topics = topics[id], venues[id] != nil else { continue }
+            let messages = venues[id]!.reconcileHomeAssistant(retained: retained).flatMap {
+                $0.messages(topics: topics)
+            }
+            guard !messages.isEmpty else { continue }
+            _ = try store.commit(seq: cursor, venue: id, messages: messages, events: [], now: clock.now)
+            logger.info(
+                "Home Assistant discovery configs brought up to date",
+                metadata: ["venue": .string(id), "messages": "\(messages.count)"])
+        }
+    }
+
+    /// After a takeover the broker's discovery configs still name the failed evaluator's status
+    /// as their availability: publish ours (the retained table holds them with our status topic).
+    private func republishDiscovery() async throws {
+        guard let publisher else { return }
+        let owners = configuration.venues.compactMap { venue in
+            venue.settings.homeAssistant.map { HomeAssistantDiscovery(settings: $0, venue: venue.settings.id) }
+        }
+        guard !owners.isEmpty else { return }
+        let configs = try store.retainedConfigs().filter { topic, _ in owners.contains { $0.isOwnConfigTopic(topic) } }
+        try await publisher.send(
+            configs.sorted { $0.key < $1.key }.map { topic, payload in
+                OutboxPublisher.Row(
+                    number: 0,
+                    message: Self.mqttMessage(OutboundMessage(topic: topic, payload: payload, qos: 1, retain: true)))
+            })
+        logger.notice(
+            "Home Assistant discovery configs republished with this evaluator's availability",
+            metadata: ["configs": "\(configs.count)"])
+    }
+
     /// When the last snapshot (which prunes the journal up to it) was taken, on the service's clock.
     private var lastSnapshotAt: Date?
 
@@ -579,6 +618,7 @@ final class EvaluatorRuntime {
                     "unsent": "\((try? store.unsentCount()) ?? 0)",
                 ])
             try await publishUnsent()
+            try await republishDiscovery()
         } else if publishing && LeasePolicy.shouldStepDown(me: configuration.instance, venues: venues, view: view) {
             publishing = false
             try await publishStatus(client)

@@ -191,6 +191,16 @@ public final class EvaluatorStore {
         }
     }
 
+    /// The retained topics ending in `/config` (Home Assistant discovery configs among them),
+    /// with their payloads.
+    public func retainedConfigs() throws -> [String: [UInt8]] {
+        var configs: [String: [UInt8]] = [:]
+        for row in try database.query("SELECT topic, payload FROM retained WHERE topic LIKE '%/config'") {
+            configs[row[0].string ?? ""] = row[1].bytes ?? Array((row[1].string ?? "").utf8)
+        }
+        return configs
+    }
+
     // MARK: - Erasure
 
     /// Deletes every row naming a subject: its membership states, and the journal and outbox
@@ -202,6 +212,12 @@ public final class EvaluatorStore {
             _ = try database.run("DELETE FROM inbox WHERE seq <= ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM retained WHERE \(names)", level, level, level)
+            // Its Home Assistant tracker configs name it in their own encoding (not its topic level).
+            let node = HomeAssistantDiscovery(settings: HomeAssistantSettings(), venue: venue).nodeID
+            let tracker = "/\(node)/\(HomeAssistantDiscovery.objectID(subject))/config"
+            let trackers = "(instr(topic, '/device_tracker/') > 0 AND substr(topic, -length(?)) = ?)"
+            _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(trackers)", seq, tracker, tracker)
+            _ = try database.run("DELETE FROM retained WHERE \(trackers)", tracker, tracker)
         }
     }
 

@@ -18,7 +18,8 @@ import Testing
 /// false`) and `certificatePort` with `require_certificate true`.
 final class ProductionBroker: Sendable {
     static let agents = ["phone-a", "phone-b"]
-    static let accounts = ["evaluator", "notifier", "consent", "operator", "consumer", "dashboard"] + agents
+    static let accounts =
+        ["evaluator", "notifier", "consent", "operator", "consumer", "dashboard", "homeassistant"] + agents
 
     let directory: URL
     let port: Int
@@ -537,6 +538,7 @@ struct SecureBrokerTests {
         let evaluator = try await broker.connect("evaluator")
         let consent = try await broker.connect("consent")
         let operatorClient = try await broker.connect("operator")
+        let homeAssistant = try await broker.connect("homeassistant")
         let cases: [(client: MQTTClient, account: String, topic: String, refused: Bool)] = [
             (agent, "phone-a", "perimeter/v1/museum/subjects/phone-a/authorization", true),
             (agent, "phone-a", "perimeter/v1/museum/subjects/phone-a/usage", true),
@@ -564,13 +566,20 @@ struct SecureBrokerTests {
             (evaluator, "evaluator", "perimeter/v1/museum/subjects/visitor-42/authorization", false),
             (evaluator, "evaluator", "perimeter/v1/_sys/evaluator/1/status", false),
             (evaluator, "evaluator", "owntracks/alice/phone/event", false),
+            // Home Assistant discovery: the evaluator writes the configs; Home Assistant only its status.
+            (evaluator, "evaluator", "homeassistant/sensor/perimeter_museum/gallery-1/config", false),
+            (evaluator, "evaluator", "homeassistant/status", true),
+            (homeAssistant, "homeassistant", "homeassistant/status", false),
+            (homeAssistant, "homeassistant", "homeassistant/sensor/perimeter_museum/gallery-1/config", true),
+            (homeAssistant, "homeassistant", "perimeter/v1/museum/regions/kiosk", true),
+            (agent, "phone-a", "homeassistant/sensor/perimeter_museum/gallery-1/config", true),
         ]
         for entry in cases {
             let refusal = await publishRefusal(entry.client, entry.topic)
             let expected: Int32? = entry.refused ? notAuthorized : nil
             #expect(refusal == expected, "\(entry.account) publishing on \(entry.topic)")
         }
-        for client in [agent, evaluator, consent, operatorClient] { await client.disconnect() }
+        for client in [agent, evaluator, consent, operatorClient, homeAssistant] { await client.disconnect() }
     }
 
     @Test("anonymous clients, wrong passwords and unknown accounts are refused at connect")

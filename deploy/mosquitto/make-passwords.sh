@@ -1,6 +1,6 @@
 #!/bin/sh
 # Creates mosquitto's password file for a venue: the service accounts evaluator, notifier,
-# consent, operator, consumer and dashboard, and one account per AGENT (its username is its agent id,
+# consent, operator, consumer, dashboard and homeassistant, and one account per AGENT (its username is its agent id,
 # which acl.conf requires in its topics).
 #
 # A password comes from PERIMETER_PASSWORD_<ACCOUNT> (upper case, other characters than
@@ -41,7 +41,7 @@ umask 077
 tmp="$file.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
 : >"$tmp"
-for account in evaluator notifier consent operator consumer dashboard "$@"; do
+for account in evaluator notifier consent operator consumer dashboard homeassistant "$@"; do
     case "$account" in
         */* | *+* | *#* | *:* | "")
             echo "$0: account '$account' must be one topic level without ':' (no /, +, #)" >&2

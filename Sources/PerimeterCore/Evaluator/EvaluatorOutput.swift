@@ -33,6 +33,9 @@ public enum EvaluatorOutput: Sendable, Hashable {
     /// A region an OwnTracks waypoint became, as a GeoJSON Feature (retained on
     /// `waypoints/{region}`); nil when it was deleted (the retained topic is cleared).
     case waypoint(region: String, JSONValue?)
+    /// A Home Assistant discovery config (retained on `topic`, outside the venue's tree); nil
+    /// removes the entity (the retained config is cleared). See ``HomeAssistantDiscovery``.
+    case discovery(topic: String, config: JSONValue?)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -149,6 +152,9 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: topics.waypoint(region), payload: feature.map { Array($0.serialized().utf8) } ?? [], qos: 1,
                 retain: true)
+        case .discovery(let topic, let config):
+            return OutboundMessage(
+                topic: topic, payload: config.map { Array($0.serialized().utf8) } ?? [], qos: 1, retain: true)
         case .privacyDrop, .erased, .shown:
             return nil
         }

@@ -16,6 +16,8 @@ public struct VenueSettings: Sendable {
     public var privacy: PrivacySettings
     /// Who may report whom, and how far in the future an observation may be dated.
     public var trust = TrustPolicy()
+    /// Home Assistant MQTT discovery (`venues.{id}.homeAssistant`); nil: off.
+    public var homeAssistant: HomeAssistantSettings?
 
     public init(
         id: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!, locale: String = "en_US",
@@ -61,6 +63,8 @@ public struct VenueEvaluator: Sendable {
     public private(set) var authorization: [String: JSONValue] = [:]
     public private(set) var usage: [String: JSONValue] = [:]
     public private(set) var sessions: [String: JSONValue] = [:]
+    /// Subjects with a Home Assistant `device_tracker` config out (VenueEvaluator+HomeAssistant).
+    var homeAssistantTrackers: Set<String> = []
 
     public init(settings: VenueSettings, regions: [Region]) {
         self.settings = settings
@@ -86,6 +90,8 @@ public struct VenueEvaluator: Sendable {
         var usage: [String: JSONValue]
         var sessions: [String: JSONValue]
         var privacy: PrivacyGate.State
+        /// Absent from snapshots written before Home Assistant discovery.
+        var homeAssistantTrackers: Set<String>? = nil
     }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
@@ -108,7 +114,7 @@ public struct VenueEvaluator: Sendable {
             regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
-            sessions: sessions, privacy: privacy.snapshot)
+            sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -130,9 +136,14 @@ public struct VenueEvaluator: Sendable {
         authorization = snapshot.authorization
         usage = snapshot.usage
         sessions = snapshot.sessions
+        homeAssistantTrackers = snapshot.homeAssistantTrackers ?? []
     }
 
     public var regionCount: Int { regions.count }
+    /// Every region, in no particular order.
+    var allRegions: Dictionary<String, Region>.Values { regions.values }
+    /// Subjects with a place answer (published or not).
+    var placedSubjects: Set<String> { Set(places.keys) }
     public func region(_ id: String) -> Region? { regions[id] }
 
     /// Subjects inside `region` now.
@@ -152,6 +163,16 @@ public struct VenueEvaluator: Sendable {
     /// Applies one decoded input. `agent` is the agent whose topic carried it (nil for
     /// regions and privacy records); `receivedAt` dates inputs without a time of their own.
     public mutating func handle(
+        _ input: Inbound, agent: String?, receivedAt: Date
+    ) -> Result<
+        [EvaluatorOutput], InboundError
+    > {
+        let result = handleInput(input, agent: agent, receivedAt: receivedAt)
+        guard case .success(let outputs) = result, settings.homeAssistant != nil else { return result }
+        return .success(outputs + followHomeAssistant(outputs, after: input))
+    }
+
+    private mutating func handleInput(
         _ input: Inbound, agent: String?, receivedAt: Date
     ) -> Result<
         [EvaluatorOutput], InboundError
@@ -436,6 +457,7 @@ public struct VenueEvaluator: Sendable {
         outputs += reports.filter { privacy.allowsRanging($0.subject, at: $0.t) }.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
         outputs += apply(privacy.tick(now: now), at: now)
+        if settings.homeAssistant != nil { outputs += followHomeAssistant(outputs, after: nil) }
         return outputs
     }
 
@@ -450,13 +472,14 @@ public struct VenueEvaluator: Sendable {
         }
         regions[region.id] = region
         if region.isGeographic { geofences.upsert(region) } else { beacons.upsert(region) }
-        return outputs
+        return outputs + homeAssistantConfigs(of: region)
     }
 
     /// Removes a region: its subjects get `unmonitored` (not exit), its occupancy goes to 0.
     public mutating func remove(regionID: String, at t: Date) -> [EvaluatorOutput] {
         guard let removed = regions.removeValue(forKey: regionID) else { return [] }
-        var outputs = publish(geofences.remove(regionID: regionID, at: t))
+        var outputs = homeAssistantRemoval(of: regionID)
+        outputs += publish(geofences.remove(regionID: regionID, at: t))
         if removed.properties["owntracks"] != nil { outputs.append(.waypoint(region: regionID, nil)) }
         outputs += publish(beacons.remove(regionID: regionID, at: t))
         inside[regionID] = nil
