@@ -90,19 +90,22 @@ struct NotifierDoctorTests {
         var channels: JSONObject
         /// The channel's FAIL line starts so (after "FAIL notifier ").
         var expected: String
+        /// …and holds this.
+        var contains = ""
         var description: String { name }
     }
 
     static let broken: [Broken] = [
         Broken(
-            name: "a webhook nobody listens on", rules: #"[{"id":"r","on":"enter","channels":["hook"],"body":"x"}]"#,
+            name: "a webhook nobody listens on",
+            rules: #"[{"id":"r","on":"enter","regions":"*","channels":["hook"],"body":"x"}]"#,
             channels: [
                 "hook": ["type": "webhook", "url": "http://127.0.0.1:1/hook", "secret": "0123456789abcdef0123"]
             ],
             expected: "channel hook (webhook): http://127.0.0.1:1/hook unreachable:"),
         Broken(
             name: "a relay whose certificate is not trusted (no caFile)",
-            rules: #"[{"id":"r","on":"enter","channels":["mail"],"body":"x"}]"#,
+            rules: #"[{"id":"r","on":"enter","regions":"*","channels":["mail"],"body":"x"}]"#,
             channels: [
                 "mail": [
                     "type": "mail", "host": "localhost", "port": "SMTP", "from": "p@museum.example",
@@ -111,8 +114,9 @@ struct NotifierDoctorTests {
             ], expected: "channel mail (mail): STARTTLS with localhost:"),
         Broken(
             name: "a rule naming a channel that does not exist",
-            rules: #"[{"id":"r","on":"enter","channels":["pager"],"body":"x"}]"#,
-            channels: ["app": ["type": "mqtt"]], expected: "venue test: "),
+            rules: #"[{"id":"r","on":"enter","regions":"*","channels":["pager"],"body":"x"}]"#,
+            channels: ["app": ["type": "mqtt"]], expected: "venue test: ",
+            contains: "channels: unknown channel 'pager' (configured: app)"),
     ]
 
     @Test("a broken channel or rules file is a FAIL naming it and what to fix; exit 1", arguments: broken)
@@ -131,7 +135,106 @@ struct NotifierDoctorTests {
             let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
             let lines = result.stdout.split(separator: "\n").map(String.init)
             #expect(result.status == .exited(1), "\(lines)")
-            #expect(lines.contains { $0.hasPrefix("FAIL notifier " + broken.expected) }, "\(lines)")
+            #expect(
+                lines.contains {
+                    $0.hasPrefix("FAIL notifier " + broken.expected)
+                        && (broken.contains.isEmpty || $0.contains(broken.contains))
+                },
+                "\(lines)")
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+    @Test("an https webhook: a HEAD over verified TLS, nothing posted; a certificate it cannot verify is a FAIL")
+    func httpsWebhook() async throws {
+        let harness = try await NotifierHarness()
+        do {
+            let certs = try await NotifierMailTests.certificates(harness)
+            let (peer, port) = try await harness.startPeer(
+                "hostile_receiver.py", ["--cert", "\(certs)/server.crt", "--key", "\(certs)/server.key"])
+            for trusted in [true, false] {
+                var hook: JSONObject = [
+                    "type": "webhook", "url": .string("https://localhost:\(port)/ok"),
+                    "secret": "0123456789abcdef0123",
+                ]
+                if trusted { hook["caFile"] = .string("\(certs)/ca.crt") }
+                try harness.configure(
+                    rules: #"[{"id":"r","on":"enter","regions":"*","channels":["hook"],"body":"x"}]"#,
+                    channels: ["hook": .object(hook)])
+                let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
+                let lines = result.stdout.split(separator: "\n").map(String.init)
+                if trusted {
+                    #expect(result.status == .exited(0), "\(lines)")
+                    #expect(
+                        lines.contains {
+                            $0.hasPrefix(
+                                "ok   notifier channel hook (webhook): https://localhost:\(port)/ok answers HEAD with 200 over TLS, certificate verified"
+                            )
+                        }, "\(lines)")
+                } else {
+                    #expect(result.status == .exited(1), "\(lines)")
+                    #expect(
+                        lines.contains {
+                            $0.hasPrefix(
+                                "FAIL notifier channel hook (webhook): TLS to https://localhost:\(port)/ok failed:")
+                                && $0.contains("channels.hook.caFile")
+                        }, "\(lines)")
+                }
+                // The receiver records each request before it answers: one HEAD without a body,
+                // from the trusted run; nothing from the one whose certificate did not verify.
+                let records = peerRecords(peer)
+                #expect(records.count == 1, "\(peer.output)")
+                #expect(records.first?["request_line"]?.stringValue == "HEAD /ok HTTP/1.1", "\(records)")
+                #expect(records.first?["body_bytes"]?.intValue == 0)
+            }
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+
+    @Test(
+        "a mail relay asking for AUTH: the right account passes, a wrong password is a FAIL; no mail either way",
+        arguments: [("a-long-secret", true), ("not-the-secret", false)])
+    func mailCredentials(_ password: String, _ accepted: Bool) async throws {
+        let harness = try await NotifierHarness()
+        do {
+            let certs = try await NotifierMailTests.certificates(harness)
+            let (smtp, port) = try await harness.startPeer(
+                "smtp_receiver.py",
+                ["--cert", "\(certs)/server.crt", "--key", "\(certs)/server.key", "--auth", "perimeter:a-long-secret"])
+            try harness.configure(
+                rules: #"[{"id":"r","on":"enter","regions":"*","channels":["desk"],"body":"x"}]"#,
+                channels: [
+                    "desk": [
+                        "type": "mail", "host": "localhost", "port": .number(Double(port)),
+                        "from": "perimeter@museum.example", "to": ["desk@museum.example"],
+                        "caFile": .string("\(certs)/ca.crt"), "username": "perimeter", "password": .string(password),
+                    ]
+                ])
+            let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            if accepted {
+                #expect(result.status == .exited(0), "\(lines)")
+                #expect(
+                    lines.contains {
+                        $0.hasPrefix(
+                            "ok   notifier channel desk (mail): smtp://localhost:\(port) answered EHLO, STARTTLS")
+                            && $0.contains("credentials for 'perimeter'")
+                    }, "\(lines)")
+            } else {
+                #expect(result.status == .exited(1), "\(lines)")
+                #expect(
+                    lines.contains {
+                        $0.hasPrefix("FAIL notifier channel desk (mail): localhost:\(port) refused the credentials")
+                    }, "\(lines)")
+            }
+            // The relay prints each AUTH attempt before it answers it.
+            #expect(smtp.output.contains("auth perimeter \(accepted ? "ok" : "refused")"), "\(smtp.output)")
+            #expect(peerRecords(smtp).isEmpty, "no mail: \(smtp.output)")
         } catch {
             await harness.stop()
             throw error

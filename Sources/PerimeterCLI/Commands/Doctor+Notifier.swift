@@ -101,7 +101,9 @@ extension DoctorCommand {
                 scope.ok(
                     "\(label): smtp://\(relay.host):\(relay.port) answered EHLO, "
                         + (relay.startTLS == .never ? "no STARTTLS (loopback relay)" : "STARTTLS, certificate verified")
-                        + (relay.username == nil ? "" : ", AUTH accepted\(account)")
+                        // curl authenticates when the relay offers AUTH and says nothing when it
+                        // does not: the account is named, not claimed accepted.
+                        + (relay.username == nil ? "" : "\(account) (AUTH when offered; refused would fail here)")
                         + ", NOOP \(code); no mail sent (from \(from) to \(to.count) recipient(s))")
             } catch let error as CurlError where error.kind == .tls {
                 scope.fail(
