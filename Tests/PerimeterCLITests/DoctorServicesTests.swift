@@ -223,4 +223,42 @@ struct DoctorServicesTests {
                 $0.hasPrefix("FAIL agent database /nonexistent/agent.sqlite: missing, and so is its directory")
             })
     }
+    @Test("a file with the evaluator's and the dashboard's sections: both are checked, the shared broker once")
+    func severalServices() async throws {
+        let broker = try await TestBroker.start()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-doctor-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let passwordPath = directory.appendingPathComponent("dashboard.password").path
+        FileManager.default.createFile(
+            atPath: passwordPath, contents: Data("correct-horse-battery\n".utf8), attributes: [.posixPermissions: 0o600]
+        )
+        let config: JSONValue = [
+            "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-1"],
+            "evaluator": ["database": .string(directory.appendingPathComponent("evaluator.sqlite").path)],
+            "venues": ["museum": ["regions": .string(CLIFixtures.museum), "timeZone": "Europe/Paris"]],
+            "dashboard": ["passwordFile": .string(passwordPath), "http": "127.0.0.1:0"],
+        ]
+        let path = directory.appendingPathComponent("venue.json").path
+        try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try await perimeter(["doctor", "--config", path, "--listen", "0.2"])
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(result.status == .exited(0), "\(lines)")
+        for expected in [
+            "ok   services: evaluator, dashboard (recognized", "ok   configuration: valid (1 venue(s))",
+            "ok   venue museum: 7 regions", "ok   broker 127.0.0.1:\(broker.port): connected",
+            "ok   ACL museum: may read observations", "ok   dashboard configuration: valid (venue museum",
+            "ok   dashboard login: password from", "ok   dashboard regions: 7 regions",
+            "ok   dashboard broker 127.0.0.1:\(broker.port): the same broker and account as checked above",
+            "ok   broker limits (mosquitto version",
+        ] {
+            #expect(lines.contains { $0.hasPrefix(expected) }, "no line starting '\(expected)' in \(lines)")
+        }
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == [
+                "dashboard.password", "venue.json",
+            ])
+        await broker.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
 }

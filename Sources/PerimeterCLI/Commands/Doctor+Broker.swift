@@ -44,7 +44,15 @@ extension DoctorCommand {
         func connect(_ settings: BrokerSettings, _ scope: Scope, fresh: Bool = false) async -> BrokerSession? {
             checkCertificates(settings)
             let key = Self.key(settings)
-            if !fresh, let done = tried[key] { return done }
+            if !fresh, let done = tried[key] {
+                let endpoint = "\(settings.host):\(settings.port)"
+                if done == nil {
+                    scope.fail("broker \(endpoint): not reachable with these settings (see above)")
+                } else {
+                    scope.ok("broker \(endpoint): the same broker and account as checked above")
+                }
+                return done
+            }
             var mqtt = settings.mqttConfiguration(clientID: "perimeter-doctor-\(getpid())-\(sessions.count)")
             mqtt.backoff = .init(initial: .milliseconds(100), maximum: .milliseconds(500))
             let client: MQTTClient
