@@ -241,4 +241,34 @@ struct NotifierDoctorTests {
         }
         await harness.stop()
     }
+    @Test(
+        "regression: given the notifier's file, doctor checked it as the evaluator's and created ./perimeter-evaluator.sqlite"
+    )
+    func notifierFileInWorkingDirectory() async throws {
+        let harness = try await NotifierHarness()
+        let empty = harness.directory.appendingPathComponent("cwd")
+        do {
+            try harness.configure(
+                rules: #"[{"id":"r","on":"enter","regions":"*","channels":["app"],"body":"x"}]"#,
+                channels: ["app": ["type": "mqtt"]])
+            try FileManager.default.createDirectory(at: empty, withIntermediateDirectories: true)
+            // In a directory of its own, where the evaluator's default database would have appeared.
+            let doctor = try ChildProcess(
+                "/bin/sh",
+                [
+                    "-c", "cd \"$1\" && exec \"$2\" doctor --config \"$3\" --listen 0.2", "sh", empty.path,
+                    Products.executable("perimeter"), harness.configPath,
+                ])
+            let result = await doctor.finish()
+            let lines = result.output.split(separator: "\n").map(String.init)
+            #expect(result.termination == .exited(0), "\(lines)")
+            #expect(lines.first?.hasPrefix("ok   services: notifier (recognized") == true, "\(lines)")
+            #expect(!lines.contains { $0.hasPrefix("ok   configuration:") || $0.contains("ACL") }, "\(lines)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: empty.path).isEmpty)
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
 }

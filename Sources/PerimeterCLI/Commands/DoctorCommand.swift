@@ -18,7 +18,7 @@ struct DoctorCommand: ParsableCommand {
             with what to fix. It recognizes the services the file configures by its sections
             (evaluator, notifier or channels, dashboard, agent; a file with only venues is the
             evaluator's) or checks those named by --service. Lines without a service name are the
-            evaluator's; the others start with the service's name.
+            evaluator's and the broker's; the others start with the service's name.
             Probes are real: it connects to the broker with the configured credentials (and TLS)
             and checks the certificates' expiry with openssl. For the evaluator it publishes to
             topics the evaluator must be allowed to write and to one it must not
