@@ -131,4 +131,33 @@ struct EvaluatorDoctorTests {
             "\(explicitLines)")
         await harness.stop()
     }
+    @Test(
+        "regression: with many sockets open the broker's file was not found (/proc/net/tcp read once gives only its first page)"
+    )
+    func manySockets() async throws {
+        // 400 listening sockets: /proc/net/tcp grows to about 60 kB, where the broker's line is
+        // past the first page almost surely.
+        var sockets: [Int32] = []
+        defer { for fd in sockets { close(fd) } }
+        for _ in 0..<400 {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 && listen(fd, 1) == 0
+                }
+            }
+            #expect(bound)
+            sockets.append(fd)
+        }
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]))
+        let result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(
+            lines.contains { $0.hasPrefix("ok   broker limits (mosquitto version") && $0.contains("mosquitto.conf)") },
+            "\(lines)")
+        await harness.stop()
+    }
 }

@@ -17,7 +17,6 @@ extension DoctorCommand {
     /// version and its dropped-message counter, then the queue limits of its configuration.
     actor BrokerChecks {
         let findings: DoctorCommand.Findings
-        let listen: Double
         private var sessions: [BrokerSession] = []
         /// Connections already made (or failed), by endpoint and account: a second service with
         /// the same settings reuses the result instead of printing it again.
@@ -25,9 +24,8 @@ extension DoctorCommand {
         private var certificatesChecked: Set<String> = []
         private var sys: (session: BrokerSession, dropped: Bool, uptime: Bool, version: Bool)?
 
-        init(findings: DoctorCommand.Findings, listen: Double) {
+        init(findings: DoctorCommand.Findings) {
             self.findings = findings
-            self.listen = listen
         }
 
         /// Mosquitto's uptime and version, republished every sys_interval.
@@ -117,13 +115,14 @@ extension DoctorCommand {
         /// The broker's version and losses from `$SYS`, its queue limits from its configuration
         /// file; then every connection is closed.
         func finish(brokerConfig: String?) async {
-            defer {
-                for session in sessions {
-                    session.inbox.stop()
-                    let client = session.client
-                    Task { await client.disconnect() }
-                }
+            await checkSys(brokerConfig: brokerConfig)
+            for session in sessions {
+                session.inbox.stop()
+                await session.client.disconnect()
             }
+        }
+
+        private func checkSys(brokerConfig: String?) async {
             guard let sys else {
                 findings.warn("broker loss and limits: not checked (no connection to the broker)")
                 return
@@ -331,7 +330,7 @@ struct MosquittoLimits: Equatable {
         guard ["127.0.0.1", "localhost", "::1"].contains(host) || host.hasPrefix("127.") else { return nil }
         var inodes: Set<String> = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            guard let text = readAll(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 // local address HEX:PORT, state 0A = LISTEN, inode is field 9.
@@ -343,6 +342,8 @@ struct MosquittoLimits: Equatable {
         }
         guard !inodes.isEmpty else { return nil }
         let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        // Another program may listen on the same port at another address: look for mosquitto
+        // among every owner rather than stop at the first.
         for pid in processes where pid.allSatisfy(\.isNumber) {
             guard let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") else {
                 continue
@@ -352,11 +353,9 @@ struct MosquittoLimits: Equatable {
                 else { return false }
                 return target.hasPrefix("socket:[") && inodes.contains(String(target.dropFirst(8).dropLast()))
             }
-            guard owns, let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
-            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            guard arguments.first.map({ ($0 as NSString).lastPathComponent == "mosquitto" }) == true else {
-                return nil
-            }
+            guard owns, let text = readAll("/proc/\(pid)/cmdline") else { continue }
+            let arguments = text.split(separator: "\0").map(String.init)
+            guard arguments.first.map({ ($0 as NSString).lastPathComponent == "mosquitto" }) == true else { continue }
             guard let flag = arguments.firstIndex(where: { $0 == "-c" || $0 == "--config-file" }),
                 flag + 1 < arguments.count
             else { return .some(nil) }
@@ -366,5 +365,22 @@ struct MosquittoLimits: Equatable {
             return .some("\(directory)/\(file)")
         }
         return nil
+    }
+
+    /// A /proc file read to its end: they report a size of 0 and come a page per read, so a
+    /// reader that trusts the size or reads once sees only the first ~30 sockets.
+    static func readAll(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -132,7 +132,7 @@ struct DoctorCommand: ParsableCommand {
         findings.ok(
             "services: \(services.map(\.rawValue).joined(separator: ", "))"
                 + (service.isEmpty ? " (recognized from the configuration's sections)" : " (--service)"))
-        let brokers = BrokerChecks(findings: findings, listen: listen)
+        let brokers = BrokerChecks(findings: findings)
         for service in services {
             let scope = Scope(findings: findings, prefix: service.prefix)
             switch service {
