@@ -113,6 +113,17 @@ struct NotifierDoctorTests {
                 ]
             ], expected: "channel mail (mail): STARTTLS with localhost:"),
         Broken(
+            name: "a relay account without its password",
+            rules: #"[{"id":"r","on":"enter","regions":"*","channels":["mail"],"body":"x"}]"#,
+            channels: [
+                "mail": [
+                    "type": "mail", "host": "localhost", "port": 25, "from": "p@museum.example",
+                    "to": ["d@museum.example"], "username": "perimeter",
+                ]
+            ],
+            expected: "channel mail (mail): channels.mail.username is set and the password is empty",
+            contains: "PERIMETER_CHANNELS_MAIL_PASSWORD"),
+        Broken(
             name: "a rule naming a channel that does not exist",
             rules: #"[{"id":"r","on":"enter","regions":"*","channels":["pager"],"body":"x"}]"#,
             channels: ["app": ["type": "mqtt"]], expected: "venue test: ",
