@@ -2,14 +2,17 @@
 """A local SMTP server for the notifier's tests (a test peer, not part of the product), on
 Debian's python3-aiosmtpd. Offers STARTTLS with --cert/--key; refuses a recipient whose
 local part starts with "reject" (550); prints "listening PORT", then one JSON line per
-message: {"from", "to", "tls", "data"}.
+message: {"from", "to", "tls", "data"}. With --auth USER:PASSWORD it offers AUTH (after
+STARTTLS) and prints "auth USER ok" or "auth USER refused" for each attempt.
 """
 import argparse, json, socket, ssl, sys, time
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--cert")
 parser.add_argument("--key")
+parser.add_argument("--auth")
 args = parser.parse_args()
 
 
@@ -35,7 +38,19 @@ context = None
 if args.cert:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(args.cert, args.key)
-controller = Controller(Handler(), hostname="127.0.0.1", port=port, tls_context=context, require_starttls=False)
+
+
+def authenticator(server, session, envelope, mechanism, auth_data):
+    user, _, password = args.auth.partition(":")
+    given = auth_data.login.decode() if isinstance(auth_data, LoginPassword) else "?"
+    ok = isinstance(auth_data, LoginPassword) and given == user and auth_data.password.decode() == password
+    print("auth %s %s" % (given, "ok" if ok else "refused"), flush=True)
+    return AuthResult(success=ok, handled=False)
+
+
+extra = {"authenticator": authenticator, "auth_required": False} if args.auth else {}
+controller = Controller(Handler(), hostname="127.0.0.1", port=port, tls_context=context, require_starttls=False,
+                        **extra)
 controller.start()
 print("listening %d" % port, flush=True)
 try:
