@@ -189,3 +189,16 @@ public func childProcesses(of pid: pid_t) -> [pid_t] {
     }
     return children
 }
+
+/// Every file under `directory` with its size and modification time: what "unchanged" means.
+public func directorySnapshot(_ directory: URL) -> [String: String] {
+    var files: [String: String] = [:]
+    let enumerator = FileManager.default.enumerator(atPath: directory.path)
+    while let name = enumerator?.nextObject() as? String {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(name).path)
+        let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
+        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
+        files[name] = "\(size) \(modified)"
+    }
+    return files
+}

@@ -4,19 +4,6 @@ import PerimeterKit
 import PerimeterTestSupport
 import Testing
 
-/// Every file under `directory` with its size and modification time: what "unchanged" means.
-private func snapshot(_ directory: URL) -> [String: String] {
-    var files: [String: String] = [:]
-    let enumerator = FileManager.default.enumerator(atPath: directory.path)
-    while let name = enumerator?.nextObject() as? String {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(name).path)
-        let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
-        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        files[name] = "\(size) \(modified)"
-    }
-    return files
-}
-
 /// Doctor writes nothing (issue 20: it created a stray `./perimeter-evaluator.sqlite`) and says
 /// when the broker's queue limits would drop input.
 @Suite("perimeter doctor writes nothing; broker limits", .serialized)
@@ -28,7 +15,7 @@ struct EvaluatorDoctorTests {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
         let database = harness.directory.appendingPathComponent("evaluator.sqlite").path
-        var before = snapshot(harness.directory)
+        var before = directorySnapshot(harness.directory)
         var result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
         var lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(result.status == .exited(0), "\(lines)")
@@ -37,7 +24,7 @@ struct EvaluatorDoctorTests {
                 $0.hasPrefix("warn database \(database): missing; the evaluator creates it at its first start")
             },
             "\(lines)")
-        #expect(snapshot(harness.directory) == before, "doctor wrote into the directory")
+        #expect(directorySnapshot(harness.directory) == before, "doctor wrote into the directory")
         #expect(!FileManager.default.fileExists(atPath: database))
 
         // An evaluator killed with -9 leaves its -wal and -shm: the file is opened read-only. A
@@ -48,7 +35,7 @@ struct EvaluatorDoctorTests {
         harness.killEvaluator()
         _ = try await harness.waitForEvaluatorExit()
         #expect(FileManager.default.fileExists(atPath: database + "-wal"))
-        before = snapshot(harness.directory)
+        before = directorySnapshot(harness.directory)
         result = try await runProduct(["doctor", "--config", harness.configPath, "--listen", "0.2"])
         lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(
@@ -56,7 +43,7 @@ struct EvaluatorDoctorTests {
                 $0.hasPrefix("ok   database \(database): readable (schema version")
                     && $0.hasSuffix("writable by this user")
             }, "\(lines)")
-        let after = snapshot(harness.directory)
+        let after = directorySnapshot(harness.directory)
         #expect(after.keys.sorted() == before.keys.sorted(), "doctor created or removed a file")
         for (name, state) in before where !name.hasSuffix("-shm") {
             #expect(after[name] == state, "doctor changed \(name)")
@@ -76,7 +63,7 @@ struct EvaluatorDoctorTests {
                 ])).finish()
         #expect(made.termination == .exited(0), "\(made.output)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: closed) == ["e.sqlite"])
-        let closedBefore = snapshot(URL(fileURLWithPath: closed))
+        let closedBefore = directorySnapshot(URL(fileURLWithPath: closed))
         result = try await runProduct([
             "doctor", "--config", harness.configPath, "--listen", "0.2", "--set",
             "evaluator.database=\(closed)/e.sqlite",
@@ -85,7 +72,8 @@ struct EvaluatorDoctorTests {
         #expect(
             lines.contains { $0.hasPrefix("ok   database \(closed)/e.sqlite: readable (schema version 7, 1 tables)") },
             "\(lines)")
-        #expect(snapshot(URL(fileURLWithPath: closed)) == closedBefore, "doctor wrote beside a closed database")
+        #expect(
+            directorySnapshot(URL(fileURLWithPath: closed)) == closedBefore, "doctor wrote beside a closed database")
         await harness.stop()
     }
 

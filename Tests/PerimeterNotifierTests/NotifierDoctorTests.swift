@@ -4,19 +4,6 @@ import PerimeterKit
 import PerimeterTestSupport
 import Testing
 
-/// Every file under `directory` with its size and modification time: what "unchanged" means.
-func directorySnapshot(_ directory: URL) -> [String: String] {
-    var files: [String: String] = [:]
-    let enumerator = FileManager.default.enumerator(atPath: directory.path)
-    while let name = enumerator?.nextObject() as? String {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(name).path)
-        let size = (attributes?[.size] as? NSNumber)?.intValue ?? -1
-        let modified = (attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0
-        files[name] = "\(size) \(modified)"
-    }
-    return files
-}
-
 /// `perimeter doctor` given the notifier's configuration (issue 20): it checks the notifier —
 /// each channel reached as a delivery would reach it, nothing delivered — and writes no file.
 @Suite("perimeter doctor for the notifier", .serialized)

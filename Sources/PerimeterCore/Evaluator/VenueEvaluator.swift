@@ -168,8 +168,27 @@ public struct VenueEvaluator: Sendable {
         [EvaluatorOutput], InboundError
     > {
         let result = handleInput(input, agent: agent, receivedAt: receivedAt)
-        guard case .success(let outputs) = result, settings.homeAssistant != nil else { return result }
-        return .success(outputs + followHomeAssistant(outputs, after: input))
+        guard case .success(let outputs) = result else { return result }
+        guard settings.homeAssistant != nil else { return .success(Self.coalescingOccupancy(outputs)) }
+        return .success(Self.coalescingOccupancy(outputs + followHomeAssistant(outputs, after: input)))
+    }
+
+    /// One occupancy per region, the last: a retained count. Several changes within one input or
+    /// tick (a region deleted with 200 people inside, many subjects going stale at once) would
+    /// otherwise publish every intermediate count, 199 messages counting down to 0.
+    static func coalescingOccupancy(_ outputs: [EvaluatorOutput]) -> [EvaluatorOutput] {
+        var last: [String: Int] = [:]
+        var count = 0
+        for (index, output) in outputs.enumerated() {
+            guard case .occupancy(let region, _, _) = output else { continue }
+            last[region] = index
+            count += 1
+        }
+        guard count > last.count else { return outputs }
+        return outputs.enumerated().compactMap { index, output in
+            if case .occupancy(let region, _, _) = output, last[region] != index { return nil }
+            return output
+        }
     }
 
     private mutating func handleInput(
@@ -458,21 +477,25 @@ public struct VenueEvaluator: Sendable {
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
         outputs += apply(privacy.tick(now: now), at: now)
         if settings.homeAssistant != nil { outputs += followHomeAssistant(outputs, after: nil) }
-        return outputs
+        return Self.coalescingOccupancy(outputs)
     }
 
     // MARK: - Regions
 
     /// Adds or changes a region without a restart: states are kept (no enter/exit storm); the
     /// next observation of each subject re-evaluates them.
+    /// A new region's occupancy is published at once (0, or whoever the evaluator already
+    /// counts in it), so that a consumer sees 0 for a region nobody has entered, not nothing.
     public mutating func upsert(_ region: Region, at t: Date) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         if let old = regions[region.id], old.isGeographic != region.isGeographic {
             outputs = remove(regionID: region.id, at: t)
         }
+        let isNew = regions[region.id] == nil
         regions[region.id] = region
         if region.isGeographic { geofences.upsert(region) } else { beacons.upsert(region) }
-        return outputs + homeAssistantConfigs(of: region)
+        if isNew { outputs.append(.occupancy(region: region.id, count: inside[region.id]?.count ?? 0, t: t)) }
+        return Self.coalescingOccupancy(outputs + homeAssistantConfigs(of: region))
     }
 
     /// Removes a region: its subjects get `unmonitored` (not exit), its occupancy goes to 0.
@@ -495,7 +518,7 @@ public struct VenueEvaluator: Sendable {
             let replaced = updatePlace(of: subject, at: t)
             outputs += replaced.isEmpty ? [.place(subject: subject, nil, t: t)] : replaced
         }
-        return outputs
+        return Self.coalescingOccupancy(outputs)
     }
 
     /// Applies a re-read regions file (SIGHUP): changed and new regions are upserted, missing
@@ -505,7 +528,7 @@ public struct VenueEvaluator: Sendable {
         let ids = Set(fileRegions.map(\.id))
         for id in previous.subtracting(ids).sorted() { outputs += remove(regionID: id, at: t) }
         for region in fileRegions where regions[region.id] != region { outputs += upsert(region, at: t) }
-        return outputs
+        return Self.coalescingOccupancy(outputs)
     }
 
     // MARK: - Outputs

@@ -177,7 +177,10 @@ struct VenueEvaluatorTests {
                 == ["state hall v1 unmonitored regionRemoved", "occupancy hall 0", "place v1 none "])
         #expect(venue.state(subject: "v1", region: "hall") == .unmonitored)
         var reloaded = Self.evaluator([hall])
-        #expect(describe(reloaded.reload([lobby], previous: ["hall"], at: at(2))) == ["occupancy hall 0"])
+        #expect(
+            describe(reloaded.reload([lobby], previous: ["hall"], at: at(2))) == [
+                "occupancy hall 0", "occupancy lobby 0",
+            ])
         #expect(reloaded.region("hall") == nil)
         #expect(reloaded.region("lobby") != nil)
     }
@@ -188,6 +191,30 @@ struct VenueEvaluatorTests {
         let outputs = Self.run(
             &venue, .preferences(subject: "v9", SubjectPreferences(defaultPlace: "cafe")), agent: nil)
         #expect(outputs == ["place v9 cafe default"])
+    }
+
+    @Test(
+        "occupancy is one retained count per region and change: a new region says 0; a deletion with three inside says 0 once"
+    )
+    func occupancyCoalesced() {
+        var venue = Self.evaluator([hall])
+        for (index, subject) in ["v1", "v2", "v3"].enumerated() {
+            _ = Self.run(&venue, fix(subject, Double(index), inside), agent: subject, time: Double(index))
+        }
+        #expect(venue.occupants(of: "hall").count == 3)
+        let removed = describe(venue.remove(regionID: "hall", at: at(5))).filter { $0.hasPrefix("occupancy") }
+        #expect(removed == ["occupancy hall 0"], "one count, not 2, 1, 0")
+        let added = describe(venue.upsert(lobby, at: at(6))).filter { $0.hasPrefix("occupancy") }
+        #expect(added == ["occupancy lobby 0"], "a region nobody has entered is at 0")
+        let again = describe(venue.upsert(lobby, at: at(7))).filter { $0.hasPrefix("occupancy") }
+        #expect(again == [], "a changed region keeps its count; nothing new to say")
+        #expect(describe(venue.upsert(hall, at: at(8))).filter { $0.hasPrefix("occupancy") } == ["occupancy hall 0"])
+        for (index, subject) in ["v1", "v2", "v3"].enumerated() {
+            _ = Self.run(&venue, fix(subject, 9 + Double(index), inside), agent: subject, time: 9 + Double(index))
+        }
+        // All three go stale on the same tick: one count.
+        let stale = describe(venue.tick(now: at(1000))).filter { $0.hasPrefix("occupancy") }
+        #expect(stale == ["occupancy hall 0"], "\(stale)")
     }
 
     /// Caffè Macs uses the default place exactly when location is not available: a denied
