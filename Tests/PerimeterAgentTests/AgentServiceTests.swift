@@ -98,12 +98,17 @@ struct AgentServiceTests {
 
         // QoS 1 is at least once: the restarted broker may deliver again what the observer got
         // before (its acknowledgement was not saved). Consumers drop what they have seen.
+        // One inbox reads throughout: a read given up on a timeout would end the client's
+        // message stream for good.
+        let inbox = Inbox(observer)
+        defer { inbox.stop() }
         var received: [String] = []
-        var seen = Set(Self.times(first))
-        let deadline = ContinuousClock.now + .seconds(90)
-        while received.count < during && ContinuousClock.now < deadline {
-            guard let batch = try? await nextMessages(observer, count: 1, timeout: .seconds(2)) else { continue }
-            for t in Self.times(batch) where seen.insert(t).inserted { received.append(t) }
+        try await waitUntil(
+            "\(during) new observations after the restart", timeout: .seconds(90), every: .milliseconds(100)
+        ) {
+            var seen = Set(Self.times(first))
+            received = Self.times(inbox.messages).filter { seen.insert($0).inserted }
+            return received.count >= during
         }
         let expected = (before..<(before + during)).map { Timestamp.format(Self.t0.addingTimeInterval(Double($0))) }
         #expect(received == expected)
@@ -236,12 +241,12 @@ struct AgentServiceTests {
         let observer = try await broker.connectedClient("observer")
         try await observer.subscribe("perimeter/v1/campus/agents/sim-1/status", qos: .atLeastOnce)
         // The will is published when the broker notices the dead connection (at once: the socket closed).
+        let inbox = Inbox(observer)
+        defer { inbox.stop() }
         var last: JSONValue?
-        let deadline = ContinuousClock.now + .seconds(60)
-        while last?["online"] != .bool(false) && ContinuousClock.now < deadline {
-            if let message = try? await nextMessages(observer, count: 1, timeout: .seconds(2)).first {
-                last = try JSONValue(parsing: message.payload)
-            }
+        try await waitUntil("the last will", timeout: .seconds(60), every: .milliseconds(100)) {
+            last = inbox.messages.last.flatMap { try? JSONValue(parsing: $0.payload) }
+            return last?["online"] == .bool(false)
         }
         #expect(last == ["online": false])
         await observer.disconnect()

@@ -229,16 +229,18 @@ struct MQTTClientTests {
         }
         let publisher = try await broker.connectedClient("pub")
         // The SUBACK of the restored subscription may still be on its way: publish until it lands.
-        let delivered = try await withTimeout(.seconds(10), "a message on the restored subscription") {
-            while true {
-                try await publisher.publish("t/b/x", "unsubscribed", qos: .atLeastOnce)
-                try await publisher.publish("t/a/1", "restored", qos: .atLeastOnce)
-                if let message = try? await nextMessages(subscriber, count: 1, timeout: .milliseconds(300)).first {
-                    return message
-                }
-            }
+        // One inbox reads throughout (a read given up on a timeout would end the client's
+        // message stream for good, and the loop would never see the message it waits for).
+        let inbox = Inbox(subscriber)
+        defer { inbox.stop() }
+        try await waitUntil("a message on the restored subscription", timeout: .seconds(60), every: .milliseconds(300))
+        {
+            try await publisher.publish("t/b/x", "unsubscribed", qos: .atLeastOnce)
+            try await publisher.publish("t/a/1", "restored", qos: .atLeastOnce)
+            return !inbox.messages.isEmpty
         }
-        #expect(delivered.topic == "t/a/1")
+        #expect(inbox.messages.first?.topic == "t/a/1")
+        #expect(!inbox.messages.contains { $0.topic == "t/b/x" }, "the unsubscribed filter stays gone")
     }
 
     @Test("a slow consumer: messages beyond the buffer are dropped and counted")
