@@ -321,13 +321,18 @@ public final class ConfigReader {
         return metadata
     }
 
+    /// The known key within 3 edits of `key`. Only candidates within 3 of its length are
+    /// compared (the distance is at least the difference in length): a long garbage key took
+    /// seconds against every setting (found by fuzzing `config`).
     private static func closest(to key: String, in candidates: Set<String>) -> String? {
-        candidates.map { ($0, editDistance($0, key)) }.filter { $0.1 <= 3 }.min { $0.1 < $1.1 }?.0
+        let length = key.unicodeScalars.count
+        return candidates.filter { abs($0.unicodeScalars.count - length) <= 3 }.map { ($0, editDistance($0, key)) }
+            .filter { $0.1 <= 3 }.min { $0.1 < $1.1 }?.0
     }
 
     private static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a)
-        let b = Array(b)
+        let a = Array(a.unicodeScalars)
+        let b = Array(b.unicodeScalars)
         if a.isEmpty { return b.count }
         var previous = Array(0...b.count)
         for i in 1...a.count {

@@ -31,6 +31,26 @@ struct ConfigReaderTests {
         #expect(log.level == .debug)
     }
 
+    /// Found by fuzzing `config`: long garbage keys were each compared with every setting by
+    /// edit distance (seconds for a 725-byte file). Each is still named; a near miss still
+    /// gets its suggestion.
+    @Test("many long unknown keys are each named; a near miss keeps its suggestion")
+    func longUnknownKeys() throws {
+        var members = (0..<40).map { #""venues\#(String(repeating: "\u{FFFD}", count: 300))\#($0)": \#($0)"# }
+        members.append(#""broker": {"prot": 1883}"#)
+        let path = try file("{" + members.joined(separator: ", ") + "}")
+        let reader = try ConfigReader(filePath: path, environment: [:])
+        _ = BrokerSettings.read(from: reader, defaultClientID: "default")
+        do {
+            try reader.finish()
+            Issue.record("accepted")
+        } catch {
+            let lines = error.problems.map(\.description)
+            #expect(lines.filter { $0.contains(": unknown setting (from") }.count == 40)
+            #expect(lines.contains("broker.prot: unknown setting (did you mean broker.port?) (from \(path))"))
+        }
+    }
+
     @Test("a bad value names the key path, the expectation, the value and its source")
     func badValue() throws {
         let reader = try ConfigReader(environment: ["PERIMETER_BROKER_PORT": "abc"])
