@@ -29,20 +29,7 @@ public enum ChannelProbe {
     /// - Throws: ``CurlError``: kind `.tls` when STARTTLS is missing or the certificate does not
     ///   verify; code 67 (`CURLE_LOGIN_DENIED`) when the credentials are refused.
     public static func smtp(_ relay: SMTPClient.Relay) throws(CurlError) -> Int {
-        let transfer = try CurlTransfer(
-            context: "SMTP \(relay.host):\(relay.port)", maxBodyBytes: 65_536, maxHeaderBytes: 65_536)
-        try transfer.set(CURLOPT_URL, relay.url)
-        try transfer.set(CURLOPT_PROTOCOLS_STR, "smtp")
-        try transfer.set(
-            CURLOPT_USE_SSL, Int(relay.startTLS == .never ? CURLUSESSL_NONE.rawValue : CURLUSESSL_ALL.rawValue))
-        try HTTPClient.setCommon(
-            transfer, caFile: relay.caFile, proxy: relay.proxy,
-            options: HTTPClient.Options(
-                connectTimeout: relay.connectTimeout, timeout: relay.timeout, stallTimeout: relay.stallTimeout))
-        if let username = relay.username {
-            try transfer.set(CURLOPT_USERNAME, username)
-            try transfer.set(CURLOPT_PASSWORD, relay.password ?? "")
-        }
+        let transfer = try SMTPClient.session(relay, context: "SMTP \(relay.host):\(relay.port)")
         // Without MAIL_FROM, recipients or an upload, curl sends this command instead of a message.
         try transfer.set(CURLOPT_CUSTOMREQUEST, "NOOP")
         try transfer.perform()

@@ -79,6 +79,16 @@ public enum SMTPClient {
                     detail: "'\(address)' is not a plain mail address")
             }
         }
+        let transfer = try Self.session(relay, context: context)
+        try transfer.set(CURLOPT_MAIL_FROM, "<\(from)>")
+        try transfer.set(CURLOPT_MAIL_RCPT, list: to.map { "<\($0)>" })
+        try transfer.upload(message)
+        try transfer.perform()
+    }
+
+    /// A transfer set up for `relay`: its URL, STARTTLS as its setting says, the TLS, proxy and
+    /// timeout settings, and its credentials. The caller adds what the session is for.
+    static func session(_ relay: Relay, context: String) throws(CurlError) -> CurlTransfer {
         let transfer = try CurlTransfer(context: context, maxBodyBytes: 65_536, maxHeaderBytes: 65_536)
         try transfer.set(CURLOPT_URL, relay.url)
         try transfer.set(CURLOPT_PROTOCOLS_STR, "smtp")
@@ -92,9 +102,6 @@ public enum SMTPClient {
             try transfer.set(CURLOPT_USERNAME, username)
             try transfer.set(CURLOPT_PASSWORD, relay.password ?? "")
         }
-        try transfer.set(CURLOPT_MAIL_FROM, "<\(from)>")
-        try transfer.set(CURLOPT_MAIL_RCPT, list: to.map { "<\($0)>" })
-        try transfer.upload(message)
-        try transfer.perform()
+        return transfer
     }
 }
