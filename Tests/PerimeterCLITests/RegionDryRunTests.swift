@@ -55,7 +55,7 @@ struct RegionDryRunTests {
         let dryRun = RegionDryRun(
             venue: "v", states: ["r": ["ann": "outside", "bob": "inside", "cy": "unknown", "dee": "unmonitored"]],
             current: ["r": Self.circle], rules: Self.rules)
-        let lines = dryRun.report(id: "r", new: Self.wider)
+        let lines = dryRun.report(id: "r", new: Self.wider, at: Date(timeIntervalSince1970: 1_780_000_000))
         #expect(lines[0] == "region 'r': changed (shape)")
         #expect(lines.contains { $0.hasPrefix("  ann: outside now; may enter") && $0.hasSuffix(": hi-all, hi-ann") })
         #expect(lines.contains { $0.hasPrefix("  bob: inside now; may exit") && $0.hasSuffix("on its exit: bye") })
@@ -69,7 +69,7 @@ struct RegionDryRunTests {
             venue: "v", states: ["r": ["ann": "inside", "dee": "unmonitored"]], current: ["r": Self.circle],
             rules: Self.rules)
         for new in [nil, Self.beacon] {
-            let lines = dryRun.report(id: "r", new: new)
+            let lines = dryRun.report(id: "r", new: new, at: Date(timeIntervalSince1970: 1_780_000_000))
             #expect(lines.contains("  ann: inside → unmonitored now (no exit event; no rule fires)"))
             #expect(!lines.contains { $0.contains("dee") })
             #expect(!lines.contains { $0.contains("bye") })

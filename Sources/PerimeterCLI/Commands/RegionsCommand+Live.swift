@@ -221,7 +221,7 @@ struct RegionsPutCommand: ParsableCommand {
             "(rules are matched by transition, region and subject; repeats, cooldown, schedule and quiet hours "
                 + "are judged by the notifier when it happens)")
         let dryRun = RegionDryRun(venue: topics.venue, states: states, current: current, rules: rules)
-        for change in changes { lines += dryRun.report(id: change.id, new: change.region) }
+        for change in changes { lines += dryRun.report(id: change.id, new: change.region, at: Date()) }
         return lines
     }
 }
@@ -282,7 +282,7 @@ struct RegionsDeleteCommand: ParsableCommand {
                 venue: topics.venue, states: [id: states],
                 current: [id: LiveRegions.decode(payload, id: id, venue: topics.venue)], rules: [])
             print("dry run: nothing published")
-            for line in report.report(id: id, new: nil) { print(line) }
+            for line in report.report(id: id, new: nil, at: Date()) { print(line) }
             await session.close()
             return
         }

@@ -39,14 +39,15 @@ struct RegionDryRun {
         return .propertiesChanged
     }
 
-    /// The report's lines for putting `new` under `id` (nil: deleting it).
-    func report(id: String, new: Region?) -> [String] {
+    /// The report's lines for putting `new` under `id` (nil: deleting it), the rules matched as
+    /// of `now`.
+    func report(id: String, new: Region?, at now: Date) -> [String] {
         let kind = Self.kind(old: current[id], new: new)
         var lines = ["region '\(id)': \(kind.rawValue)"]
         let subjects = (states[id] ?? [:]).sorted { $0.key < $1.key }
         func rules(_ event: RegionEvent.Kind, subject: String) -> String {
             let probe = NotifiedEvent(
-                id: "dry-run", kind: event, venue: venue, region: id, subject: subject, t: Date())
+                id: "dry-run", kind: event, venue: venue, region: id, subject: subject, t: now)
             let matching = self.rules.filter { $0.matches(probe) }.map(\.id).sorted()
             return matching.isEmpty
                 ? "no rule fires on its \(event.rawValue)"
