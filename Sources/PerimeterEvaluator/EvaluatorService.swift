@@ -82,11 +82,6 @@ final class Degradation: Sendable {
     var all: [String] { reasons.withLock { reasons in reasons.keys.sorted().flatMap { reasons[$0]! } } }
 }
 
-/// Whether a background snapshot has landed.
-final class SnapshotWriting: Sendable {
-    let done = Atomic<Bool>(false)
-}
-
 /// What the evaluator counts, published on `{prefix}/_sys/evaluator/{instance}/stats`.
 struct EvaluatorStats {
     var observations: [String: Int] = [:]
@@ -269,11 +264,11 @@ final class EvaluatorRuntime {
         }
     }
 
-    /// Saves the whole state as of the cursor and drops the journal up to it, now (at start,
-    /// at shutdown, after an erasure: the old snapshot must not outlive the subject).
+    /// Saves the whole state as of the cursor and drops the journal up to it, now (at start and
+    /// at shutdown, when no background snapshot can be in flight; after an erasure through
+    /// ``takeSnapshotNow()``).
     private func takeSnapshot() throws {
         let started = ContinuousClock.now
-        waitForBackgroundSnapshot()
         let data = try VenueEvaluator.snapshotEncoder().encode(currentSnapshot)
         try store.saveSnapshot(seq: cursor, data: Array(data), now: clock.now)
         sinceSnapshot = 0
@@ -283,46 +278,41 @@ final class EvaluatorRuntime {
             metadata: ["seq": "\(cursor)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)"])
     }
 
-    /// The periodic snapshot: the state is copied here (cheap: value types), then encoded and
-    /// written on a thread of its own through its own connection, so that processing does not
-    /// stop for it (it took ~0.3 s at 4,000 subjects, which was the p99 of `bench scale`).
-    /// At most one is in flight; a crash before it lands leaves the previous snapshot and the
-    /// journal after it, as before.
-    private func takeSnapshotInBackground() {
-        if let writing = snapshotWriting, !writing.done.load(ordering: .acquiring) { return }
-        let snapshot = currentSnapshot
-        let seq = cursor
-        let path = configuration.databasePath
-        let logger = logger
-        let now = clock.now
-        let writing = SnapshotWriting()
-        snapshotWriting = writing
-        sinceSnapshot = 0
-        lastSnapshotAt = now
-        Thread.detachNewThread {
-            defer { writing.done.store(true, ordering: .releasing) }
-            let started = ContinuousClock.now
-            do {
-                let data = try VenueEvaluator.snapshotEncoder().encode(snapshot)
-                try EvaluatorStore(path: path).saveSnapshot(seq: seq, data: Array(data), now: now)
-                logger.info(
-                    "snapshot taken",
-                    metadata: [
-                        "seq": "\(seq)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)",
-                        "background": "true",
-                    ])
-            } catch {
-                logger.error(
-                    "snapshot failed; the journal is kept and the next snapshot tries again",
-                    metadata: ["error": "\(error)"])
-            }
-        }
+    /// A snapshot now, after the one in flight has landed (after an erasure the old snapshot
+    /// must not outlive the subject).
+    private func takeSnapshotNow() async throws {
+        await snapshotWriter.idle()
+        try takeSnapshot()
     }
 
-    private var snapshotWriting: SnapshotWriting?
+    /// The periodic snapshot: the state is copied here (cheap: value types) and handed to the
+    /// ``SnapshotWriter``, which encodes and writes it through its own connection so that
+    /// processing does not stop for it. While one is in flight the next waits for a later turn.
+    private func takeSnapshotInBackground() {
+        guard snapshotWriter.offer(SnapshotWriter.Job(snapshot: currentSnapshot, seq: cursor, now: clock.now)) else {
+            return
+        }
+        sinceSnapshot = 0
+        lastSnapshotAt = clock.now
+    }
 
-    private func waitForBackgroundSnapshot() {
-        while let writing = snapshotWriting, !writing.done.load(ordering: .acquiring) { usleep(1000) }
+    /// Writes the snapshots ``takeSnapshotInBackground()`` hands over (a child of `run()`).
+    private(set) lazy var snapshotWriter = SnapshotWriter { [path = configuration.databasePath, logger] job in
+        let started = ContinuousClock.now
+        do {
+            let data = try VenueEvaluator.snapshotEncoder().encode(job.snapshot)
+            try EvaluatorStore(path: path).saveSnapshot(seq: job.seq, data: Array(data), now: job.now)
+            logger.info(
+                "snapshot taken",
+                metadata: [
+                    "seq": "\(job.seq)", "bytes": "\(data.count)", "seconds": "\(ContinuousClock.now - started)",
+                    "background": "true",
+                ])
+        } catch {
+            logger.error(
+                "snapshot failed; the journal is kept and the next snapshot tries again",
+                metadata: ["error": "\(error)"])
+        }
     }
 
     /// Journals each venue's regions file when it differs from what the journal last applied.
@@ -466,8 +456,10 @@ final class EvaluatorRuntime {
             signalWork()
         }
         self.publisher = publisher
+        let snapshotWriter = snapshotWriter
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
+            group.addTask { await snapshotWriter.run() }
             if publishing { try await publishUnsent() }
             group.addTask { [clock, tick = configuration.tickInterval] in
                 while true {
@@ -521,7 +513,7 @@ final class EvaluatorRuntime {
         }
         // What was acknowledged before the end is recorded; the rest is published again next run.
         try? recordAcknowledged()
-        if sinceSnapshot > 0 {
+        if sinceSnapshot > 0 || snapshotWriter.lostAJob {
             do { try takeSnapshot() } catch {
                 logger.error("snapshot at shutdown failed", metadata: ["error": "\(error)"])
             }
@@ -744,7 +736,7 @@ final class EvaluatorRuntime {
             // After an erasure the old snapshot still holds the subject: replace it now.
             if snapshotSoon {
                 snapshotSoon = false
-                try takeSnapshot()
+                try await takeSnapshotNow()
             } else if sinceSnapshot >= configuration.snapshotEvery {
                 takeSnapshotInBackground()
             }

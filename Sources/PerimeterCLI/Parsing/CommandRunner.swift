@@ -97,11 +97,13 @@ public enum CommandRunner {
     /// A word where a command group expects one of its subcommands: a usage error even with
     /// `--help`, since printing the group's help would answer as if the command existed.
     struct UnknownSubcommand: Error, CustomStringConvertible {
-        var name: String
-        var type: any ParsableCommand.Type
-        var description: String {
+        let description: String
+
+        /// Names are read here: an error holds no metatype (it must be Sendable).
+        init(name: String, type: any ParsableCommand.Type) {
             let known = type.configuration.subcommands.map { $0.configuration.commandName }
-            return "unknown subcommand '\(name)' of '\(type.configuration.commandName)' (known: "
+            description =
+                "unknown subcommand '\(name)' of '\(type.configuration.commandName)' (known: "
                 + known.joined(separator: ", ") + ")"
         }
     }
