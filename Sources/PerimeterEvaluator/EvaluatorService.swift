@@ -384,15 +384,10 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
-        // Control events (ticks, stats, lease, reload, reconnection) are few and each counts;
-        // arrivals and acknowledgements only say "there is work", so at most one such wake
-        // waits at a time (`workPending`): the stream stays small under any load, and a burst
-        // of arrivals can never push a lease change out of it.
-        let (wakes, wake) = AsyncStream.makeStream(of: Wake.self, bufferingPolicy: .unbounded)
-        let workPending = Atomic<Bool>(false)
-        let signalWork: @Sendable () -> Void = {
-            if !workPending.exchange(true, ordering: .acquiringAndReleasing) { wake.yield(.work) }
-        }
+        // Ticks, stats, lease changes, reloads and reconnections each count; arrivals and
+        // acknowledgements only say "there is work" (coalesced).
+        let wakes = Wakes<Wake>()
+        let signalWork: @Sendable () -> Void = { wakes.work() }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
@@ -464,13 +459,13 @@ final class EvaluatorRuntime {
             group.addTask { [clock, tick = configuration.tickInterval] in
                 while true {
                     try await clock.sleep(seconds: tick)
-                    wake.yield(.tick)
+                    wakes.send(.tick)
                 }
             }
             group.addTask { [clock, interval = configuration.statsInterval] in
                 while true {
                     try await clock.sleep(seconds: interval)
-                    wake.yield(.stats)
+                    wakes.send(.stats)
                 }
             }
             group.addTask {
@@ -481,29 +476,29 @@ final class EvaluatorRuntime {
                     guard case .connected(let sessionPresent) = state else { continue }
                     defer { first = false }
                     if first && sessionPresent { continue }
-                    wake.yield(.reconnected)
+                    wakes.send(.reconnected)
                 }
             }
             group.addTask {
-                for await _ in Signals.hangups() { wake.yield(.reload) }
+                for await _ in Signals.hangups() { wakes.send(.reload) }
             }
             group.addTask {
-                for await _ in lease.changed { wake.yield(.lease) }
+                for await _ in lease.changed { wakes.send(.lease) }
             }
             signalWork()
-            for await reason in wakes {
+            for await reason in wakes.stream {
                 if Task.isCancelled { break }
                 switch reason {
-                case .work: workPending.store(false, ordering: .releasing)
-                case .tick: try journalTicks()
-                case .stats:
+                case .work: wakes.tookWork()
+                case .control(.tick): try journalTicks()
+                case .control(.stats):
                     await publishStats(client, journal: journal)
                     if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
                     try keepRetention()
-                case .reconnected:
+                case .control(.reconnected):
                     if publishing { try await republishRetained() }
-                case .lease: try await followLease(lease, client)
-                case .reload:
+                case .control(.lease): try await followLease(lease, client)
+                case .control(.reload):
                     logger.notice("SIGHUP: re-reading regions files")
                     try journalRegionFiles(failOnProblems: false)
                 }
@@ -522,7 +517,7 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case work, tick, stats, reload, lease, reconnected }
+    enum Wake { case tick, stats, reload, lease, reconnected }
 
     /// Home Assistant discovery as configured now, for the regions and subjects the state
     /// already holds (discovery just turned on, its settings changed, or turned off): committed

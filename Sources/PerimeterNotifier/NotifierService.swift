@@ -133,14 +133,20 @@ final class NotifierRuntime {
     func run() async throws {
         let journalStore = try NotifierStore(path: configuration.databasePath)
         let clock = clock
+        // Woken only by what needs work: an arrival (journalled before the wake, so the drain
+        // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
+        let wakes = Wakes<Reload>()
         let journal = ArrivalJournal(logger: logger) {
             try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            wakes.work()
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
             will: MQTTConfiguration.Will(
                 topic: statusTopic, payload: Array(#"{"online":false}"#.utf8), qos: .atLeastOnce, retain: true))
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
+        // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
+        mqtt.inboundBufferSize = 0
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
         let server = try startHTTP(client)
         defer { server?.stop() }
@@ -165,17 +171,15 @@ final class NotifierRuntime {
         let deliverer = try Deliverer(
             configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell,
             clock: clock)
-        // Woken only by what needs work: a message (journalled before it is queued here, so
-        // the drain that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
-        let (wakes, wake) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(8))
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { for await _ in client.messages { wake.yield(false) } }
-            group.addTask { for await _ in Signals.hangups() { wake.yield(true) } }
+            group.addTask { for await _ in Signals.hangups() { wakes.send(Reload()) } }
             group.addTask { await deliverer.run() }
-            wake.yield(false)
-            for await reload in wakes {
+            wakes.work()
+            for await wake in wakes.stream {
                 if Task.isCancelled { break }
-                if reload {
+                switch wake {
+                case .work: wakes.tookWork()
+                case .control:
                     logger.notice("SIGHUP: re-reading rules and regions files")
                     try loadFiles(failOnProblems: false)
                 }
@@ -186,6 +190,9 @@ final class NotifierRuntime {
         try? await client.publish(statusTopic, #"{"online":false}"#, qos: .atLeastOnce, retain: true)
         await client.disconnect()
     }
+
+    /// SIGHUP: re-read the rules and regions files.
+    struct Reload: Sendable {}
 
     /// Processes every journalled message, oldest first, one transaction per batch.
     private func drain(_ client: MQTTClient) async throws {
