@@ -58,9 +58,9 @@ public struct AgentService: Service {
             let venue = try SimulatorSource.loadVenue(configuration.simulator.venuePath ?? "")
             return SimulatorSource(
                 venue: venue, seed: configuration.simulator.seed, visitors: configuration.simulator.visitors,
-                speed: configuration.simulator.speed, ticks: configuration.simulator.ticks)
+                speed: configuration.simulator.speed, ticks: configuration.simulator.ticks, clock: clock)
         case .hci:
-            return HCISource(device: configuration.hciDevice, logger: logger)
+            return HCISource(device: configuration.hciDevice, logger: logger, clock: clock)
         }
     }
 

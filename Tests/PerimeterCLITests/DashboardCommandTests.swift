@@ -70,8 +70,9 @@ struct DashboardCommandTests {
         let passwordFile = FileManager.default.temporaryDirectory.appendingPathComponent(
             "perimeter-pw-\(UUID().uuidString)"
         ).path
-        FileManager.default.createFile(
-            atPath: passwordFile, contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600])
+        #expect(
+            FileManager.default.createFile(
+                atPath: passwordFile, contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600]))
         defer { try? FileManager.default.removeItem(atPath: passwordFile) }
         let arguments = arguments.map { $0.replacingOccurrences(of: "PASSWORD_FILE", with: passwordFile) }
         let result = try await perimeter(arguments, timeout: .seconds(30))

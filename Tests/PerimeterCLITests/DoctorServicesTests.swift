@@ -118,9 +118,10 @@ struct DoctorServicesTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path
         if let password = login.password {
-            FileManager.default.createFile(
-                atPath: passwordPath, contents: Data((password + "\n").utf8),
-                attributes: [.posixPermissions: login.mode])
+            #expect(
+                FileManager.default.createFile(
+                    atPath: passwordPath, contents: Data((password + "\n").utf8),
+                    attributes: [.posixPermissions: login.mode]))
         }
         var dashboard: JSONObject = [
             "venue": "museum", "regions": .string(CLIFixtures.museum), "passwordFile": .string(passwordPath),
@@ -230,9 +231,11 @@ struct DoctorServicesTests {
             "perimeter-doctor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path
-        FileManager.default.createFile(
-            atPath: passwordPath, contents: Data("correct-horse-battery\n".utf8), attributes: [.posixPermissions: 0o600]
-        )
+        #expect(
+            FileManager.default.createFile(
+                atPath: passwordPath, contents: Data("correct-horse-battery\n".utf8),
+                attributes: [.posixPermissions: 0o600]
+            ))
         let config: JSONValue = [
             "broker": ["host": "127.0.0.1", "port": .number(Double(broker.port)), "clientId": "evaluator-1"],
             "evaluator": ["database": .string(directory.appendingPathComponent("evaluator.sqlite").path)],

@@ -74,9 +74,11 @@ struct BrowserTests {
         let configPath = directory.appendingPathComponent("perimeter.json").path
         try config.serialized().write(toFile: configPath, atomically: true, encoding: .utf8)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path
-        FileManager.default.createFile(
-            atPath: passwordPath, contents: Data("browser-test-password\n".utf8), attributes: [.posixPermissions: 0o600]
-        )
+        #expect(
+            FileManager.default.createFile(
+                atPath: passwordPath, contents: Data("browser-test-password\n".utf8),
+                attributes: [.posixPermissions: 0o600]
+            ))
         let evaluator = try ChildProcess(
             Products.executable("perimeter"), ["evaluator", "--config", configPath])
         let dashboard = try ChildProcess(

@@ -16,9 +16,12 @@ import PerimeterKit
 public struct HCISource: AgentSource {
     public let device: Int
     public let logger: Logger
+    /// What each scan is dated by and when a one-second window closes.
+    public let clock: any TimeSource
     public var name: String { "hci" }
 
-    public init(device: Int, logger: Logger) {
+    public init(device: Int, logger: Logger, clock: any TimeSource = SystemTimeSource()) {
+        self.clock = clock
         self.device = device
         self.logger = logger
     }
@@ -70,7 +73,7 @@ public struct HCISource: AgentSource {
         logger.info("listening for LE advertising reports", metadata: ["hci": "hci\(device)"])
         var buffer = [UInt8](repeating: 0, count: 1024)
         var adverts: [AdvertReading] = []
-        var windowStart = Date()
+        var windowStart = clock.now
         while !Task.isCancelled {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n > 0 {
@@ -85,7 +88,7 @@ public struct HCISource: AgentSource {
             } else if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                 throw AgentSourceError("hci\(device): read failed: \(String(cString: strerror(errno)))")
             }
-            let now = Date()
+            let now = clock.now
             if now.timeIntervalSince(windowStart) >= 1 {
                 // At most 256 adverts per message (the evaluator's limit); the strongest first.
                 let strongest = adverts.sorted { rssi($0) > rssi($1) }.prefix(256)

@@ -9,9 +9,15 @@ public struct SimulatorSource: AgentSource {
     public let visitors: Int?
     public let speed: Double
     public let ticks: Int?
+    /// Where the simulation's start time comes from, and what it paces ticks on.
+    public let clock: any TimeSource
     public var name: String { "simulator" }
 
-    public init(venue: VenueFile, seed: UInt64? = nil, visitors: Int? = nil, speed: Double = 1, ticks: Int? = nil) {
+    public init(
+        venue: VenueFile, seed: UInt64? = nil, visitors: Int? = nil, speed: Double = 1, ticks: Int? = nil,
+        clock: any TimeSource = SystemTimeSource()
+    ) {
+        self.clock = clock
         self.venue = venue
         self.seed = seed
         self.visitors = visitors
@@ -38,18 +44,17 @@ public struct SimulatorSource: AgentSource {
     }
 
     public func run(emit: @Sendable ([AgentMessage]) async throws -> Void) async throws {
-        let start = Date()
+        let start = clock.now
         let simulation = VenueSimulation(venue: venue, start: start, seed: seed, visitors: visitors)
         try await emit(simulation.initialMessages())
-        let clock = ContinuousClock()
-        let origin = clock.now
         var tick = 0
         while !Task.isCancelled {
             if let ticks, tick >= ticks { return }
             try await emit(simulation.messages(tick: tick))
             tick += 1
-            let due = origin + .milliseconds(Int(Double(tick) * simulation.interval / speed * 1000))
-            try await Task.sleep(until: due, clock: clock)
+            // Paced against the start, so time spent emitting does not add up as drift.
+            let due = start.addingTimeInterval(Double(tick) * simulation.interval / speed)
+            try await clock.sleep(seconds: due.timeIntervalSince(clock.now))
         }
     }
 }

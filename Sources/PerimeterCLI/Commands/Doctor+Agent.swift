@@ -30,8 +30,9 @@ extension DoctorCommand {
                 defer { connection.close() }
                 var text = ""
                 func line(containing marker: String) throws -> String? {
-                    let deadline = Date().addingTimeInterval(5)
-                    while Date() < deadline {
+                    // An interval, not a wall time: a clock step must not cut it short or stretch it.
+                    let deadline = ContinuousClock.now + .seconds(5)
+                    while ContinuousClock.now < deadline {
                         // gpsd ends lines with CRLF, one Character in Swift: split on newlines, not on "\n".
                         if let found = text.split(whereSeparator: \.isNewline).first(where: { $0.contains(marker) }) {
                             return String(found)
