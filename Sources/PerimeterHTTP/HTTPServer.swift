@@ -95,6 +95,8 @@ public final class HTTPServer: Sendable {
         var streams: [ObjectIdentifier: HTTPStream] = [:]
     }
     private let state: Mutex<State>
+    /// Entered for each admitted stream and left when it is forgotten: `stop()` waits on it.
+    private let openStreamGroup = DispatchGroup()
 
     /// Binds and listens on `host` (IPv4) and `port` (0: the kernel chooses), and answers.
     /// - Throws: ``HTTPServerError`` naming the address when it is not IPv4 or cannot be bound,
@@ -218,8 +220,7 @@ public final class HTTPServer: Sendable {
         // A suspended connection must be resumed before the daemon stops (microhttpd.h): each
         // stream's next turn ends it. Give them a moment to say goodbye, then stop regardless.
         for stream in streams { stream.finish() }
-        let deadline = ContinuousClock.now + .seconds(1)
-        while openStreams > 0 && ContinuousClock.now < deadline { usleep(5_000) }
+        _ = openStreamGroup.wait(timeout: .now() + 1)
         MHD_stop_daemon(daemon)
         Unmanaged.passUnretained(self).release()
     }
@@ -303,7 +304,9 @@ public final class HTTPServer: Sendable {
     }
 
     private func forget(_ stream: HTTPStream) {
-        _ = state.withLock { $0.streams.removeValue(forKey: ObjectIdentifier(stream)) }
+        if state.withLock({ $0.streams.removeValue(forKey: ObjectIdentifier(stream)) }) != nil {
+            openStreamGroup.leave()
+        }
     }
 
     /// Builds the request, runs the handler and queues its response.
@@ -367,6 +370,7 @@ public final class HTTPServer: Sendable {
             let admitted = state.withLock { state -> Bool in
                 guard !state.stopped, state.streams.count < limits.streams else { return false }
                 state.streams[ObjectIdentifier(stream)] = stream
+                openStreamGroup.enter()
                 return true
             }
             guard admitted else {
