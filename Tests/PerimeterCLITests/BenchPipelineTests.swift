@@ -43,6 +43,20 @@ struct BenchPipelineTests {
         #expect(lines.filter { $0.hasPrefix("overload ") && $0.contains("caught up ") }.count == 2, "\(result.stdout)")
     }
 
+    @Test(
+        "bench restart: a tiny run seeds, rebuilds, is killed and restarts from its snapshot, and reports each figure")
+    func restartTinyRun() async throws {
+        let result = try await perimeter(["bench", "restart", "--subjects", "300"], timeout: .seconds(180))
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        for line in [
+            "empty:    online", "seed:     300 observations journalled", "rebuild:  online",
+            "restart:  online", "(from the snapshot at journal row 301)", "restart after kill -9:",
+            "× an evaluator with none", "B/subject after restart",
+        ] {
+            #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
+        }
+    }
+
     @Test("--no-null and --no-overload leave those phases out")
     func skippedPhases() async throws {
         let result = try await perimeter(

@@ -6,6 +6,6 @@ struct BenchCommand: ParsableCommand {
         subcommands: [
             BenchMQTTCommand.self, BenchGeoCommand.self, BenchBeaconsCommand.self, BenchPipelineCommand.self,
             BenchNotifierCommand.self, BenchScaleCommand.self, BenchNullEvaluatorCommand.self,
-            BenchDashboardCommand.self,
+            BenchDashboardCommand.self, BenchRestartCommand.self,
         ])
 }

@@ -540,7 +540,8 @@ struct EvaluatorProcess: BenchChild {
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
     static func start(
         directory: URL, regionsPath: String, port: Int, instance: String = "bench",
-        venues: [String] = [BenchPipelineWorkload.venue], protocolVersion: MQTTConfiguration.ProtocolVersion = .v5
+        venues: [String] = [BenchPipelineWorkload.venue], protocolVersion: MQTTConfiguration.ProtocolVersion = .v5,
+        evaluatorSettings: JSONObject = [:]
     ) throws -> EvaluatorProcess {
         let databasePath = directory.appendingPathComponent("evaluator-\(instance).sqlite").path
         let configPath = directory.appendingPathComponent("evaluator-\(instance).json").path
@@ -554,6 +555,12 @@ struct EvaluatorProcess: BenchChild {
                 "privacy": ["open": true],
             ]
         }
+        var evaluator = evaluatorSettings
+        let fixed: JSONObject = [
+            "instance": .string(instance), "database": .string(databasePath), "statsInterval": 1, "leaseWait": 0,
+            "maxClockSkew": .number(BenchPipelineOracle.maxClockSkew),
+        ]
+        for (key, value) in fixed { evaluator[key] = value }
         let config: JSONValue = [
             "broker": [
                 "host": "127.0.0.1", "port": .number(Double(port)), "clientId": .string("perimeter-bench-\(instance)"),
@@ -562,10 +569,7 @@ struct EvaluatorProcess: BenchChild {
             "topics": ["prefix": .string(BenchPipelineWorkload.prefix), "natsSafe": .bool(protocolVersion == .v311)],
             // The workload compresses event time (reports `interval` s apart are published as
             // fast as the broker takes them), so its times run ahead of the wall clock.
-            "evaluator": [
-                "instance": .string(instance), "database": .string(databasePath), "statsInterval": 1, "leaseWait": 0,
-                "maxClockSkew": .number(BenchPipelineOracle.maxClockSkew),
-            ],
+            "evaluator": .object(evaluator),
             "venues": .object(venueSettings),
             "log": ["level": "notice"],
         ]
@@ -736,6 +740,9 @@ final class EvaluatorWatch: Sendable {
     }
 
     var latestStats: String? { stats.withLock { $0 } }
+
+    /// The evaluator's status as last published (a last will included).
+    var latestStatus: String? { status.withLock { $0 } }
 
     /// The stats messages that arrived in `interval`, oldest first.
     func statsSamples(in interval: ClosedRange<ContinuousClock.Instant>) -> [StatsSample] {
