@@ -78,15 +78,15 @@ struct BenchRestartCommand: ParsableCommand {
 
         // Empty: the same regions on a venue of its own, no subjects.
         let emptyWatch = try await EvaluatorWatch.connect(endpoint: endpoint, instance: "empty")
-        let emptyStarted = ContinuousClock.now
-        let empty = try EvaluatorProcess.start(
-            directory: directory, regionsPath: regionsPath, port: broker.port, instance: "empty", venues: ["empty"])
-        try await emptyWatch.waitOnline(empty, timeout: limit)
-        let emptySeconds = Self.seconds(ContinuousClock.now - emptyStarted)
-        let emptyKB = empty.residentKB()
-        _ = await empty.stopGracefully()
+        let empty = try await Self.startMeasured(emptyWatch, timeout: limit) {
+            try EvaluatorProcess.start(
+                directory: directory, regionsPath: regionsPath, port: broker.port, instance: "empty",
+                venues: ["empty"])
+        }
+        _ = await empty.process.stopGracefully()
         await emptyWatch.client.disconnect()
-        print("empty:    online \(Self.format(emptySeconds)) s after start, RSS \(Self.megabytes(emptyKB)) MB")
+        print("empty:    \(empty)")
+        let emptyKB = empty.residentKB
 
         // Seed: the journal of an evaluator killed before it took any snapshot.
         let seedStarted = ContinuousClock.now
@@ -96,24 +96,19 @@ struct BenchRestartCommand: ParsableCommand {
             "seed:     \(subjects) observations journalled in \(Self.format(Self.seconds(ContinuousClock.now - seedStarted))) s"
         )
 
-        // Rebuild: from the journal, then a snapshot.
-        let watch = try await EvaluatorWatch.connect(endpoint: endpoint)
-        let rebuildStarted = ContinuousClock.now
-        // A snapshot once the journal is replayed, whatever the number of subjects.
+        // Rebuild: from the journal, then a snapshot (whatever the number of subjects).
         let settings: JSONObject = ["snapshotEvery": .number(Double(min(subjects, 50_000)))]
-        let first = try EvaluatorProcess.start(
-            directory: directory, regionsPath: regionsPath, port: broker.port, evaluatorSettings: settings)
-        defer { first.stop() }
-        try await watch.waitOnline(first, timeout: limit)
-        let rebuildSeconds = Self.seconds(ContinuousClock.now - rebuildStarted)
-        let rebuildKB = first.residentKB()
-        let rebuildPeakKB = first.residentKB(peak: true)
-        print(
-            "rebuild:  online \(Self.format(rebuildSeconds)) s after start (journal replayed, snapshot taken), RSS \(Self.megabytes(rebuildKB)) MB (high water \(Self.megabytes(rebuildPeakKB)) MB)"
-        )
+        let start = {
+            try EvaluatorProcess.start(
+                directory: directory, regionsPath: regionsPath, port: broker.port, evaluatorSettings: settings)
+        }
+        let watch = try await EvaluatorWatch.connect(endpoint: endpoint)
+        let rebuild = try await Self.startMeasured(watch, timeout: limit, start)
+        defer { rebuild.process.stop() }
+        print("rebuild:  \(rebuild) (journal replayed, snapshot taken)")
 
         // Restart: kill -9, then from the snapshot (which the restart restores before anything).
-        first.stop()
+        rebuild.process.stop()
         let snapshotSeq = try EvaluatorStore(path: databasePath).loadSnapshot()?.seq
         guard let snapshotSeq, snapshotSeq > Int64(subjects) else {
             throw ExitCode(1, "the rebuilt evaluator took no snapshot of its \(subjects) subjects")
@@ -122,18 +117,13 @@ struct BenchRestartCommand: ParsableCommand {
             watch.latestStatus?.contains("\"online\":false") == true
         }
         guard offline else { throw ExitCode(1, "the killed evaluator's last will never arrived") }
-        let restartStarted = ContinuousClock.now
-        let second = try EvaluatorProcess.start(
-            directory: directory, regionsPath: regionsPath, port: broker.port, evaluatorSettings: settings)
-        defer { second.stop() }
-        try await watch.waitOnline(second, timeout: limit)
-        let restartSeconds = Self.seconds(ContinuousClock.now - restartStarted)
-        let restartKB = second.residentKB()
-        let restartPeakKB = second.residentKB(peak: true)
-        print(
-            "restart:  online \(Self.format(restartSeconds)) s after start (from the snapshot at journal row \(snapshotSeq)), RSS \(Self.megabytes(restartKB)) MB (high water \(Self.megabytes(restartPeakKB)) MB)"
-        )
+        let restart = try await Self.startMeasured(watch, timeout: limit, start)
+        defer { restart.process.stop() }
+        print("restart:  \(restart) (from the snapshot at journal row \(snapshotSeq))")
         await watch.client.disconnect()
+        let (emptySeconds, restartSeconds, restartKB, rebuildKB) = (
+            empty.seconds, restart.seconds, restart.residentKB, rebuild.residentKB
+        )
 
         let perSubject = Double(restartKB - emptyKB) * 1024 / Double(subjects)
         let perSubjectRebuilt = Double(rebuildKB - emptyKB) * 1024 / Double(subjects)
@@ -145,7 +135,36 @@ struct BenchRestartCommand: ParsableCommand {
         print(
             "  memory: \(Self.rate(perSubject)) B/subject after restart, \(Self.rate(perSubjectRebuilt)) B/subject after the rebuild (RSS minus the empty evaluator's); target < 1,000"
         )
-        print("  database: \(Self.megabytes(first.journalBytes() / 1024)) MB (snapshot and journal)")
+        print("  database: \(Self.megabytes(restart.process.journalBytes() / 1024)) MB (snapshot and journal)")
+    }
+
+    /// An evaluator started and online: how long that took and its memory then.
+    struct Started: CustomStringConvertible {
+        let process: EvaluatorProcess
+        let seconds: Double
+        let residentKB: Int
+        let highWaterKB: Int
+
+        var description: String {
+            "online \(format(seconds)) s after start, RSS \(megabytes(residentKB)) MB (high water \(megabytes(highWaterKB)) MB)"
+        }
+    }
+
+    /// Starts an evaluator and times it until `watch` sees it online.
+    static func startMeasured(
+        _ watch: EvaluatorWatch, timeout: Duration, _ start: () throws -> EvaluatorProcess
+    ) async throws -> Started {
+        let started = ContinuousClock.now
+        let process = try start()
+        do {
+            try await watch.waitOnline(process, timeout: timeout)
+        } catch {
+            process.stop()
+            throw error
+        }
+        return Started(
+            process: process, seconds: seconds(ContinuousClock.now - started), residentKB: process.residentKB(),
+            highWaterKB: process.residentKB(peak: true))
     }
 
     /// Writes the regions file's row and one observation per subject into the evaluator's
