@@ -1,7 +1,7 @@
 /// A JSON document as a value: what GeoJSON, observations and configuration are read into.
 ///
 /// Objects keep their members' order, so a document read and written again keeps its shape.
-public enum JSONValue: Sendable, Hashable, Codable {
+public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(Double)
@@ -58,7 +58,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
 }
 
 /// A JSON object whose members keep the order they were written in.
-public struct JSONObject: Sendable, Hashable, Codable, Sequence {
+public struct JSONObject: Sendable, Hashable, Sequence {
     public private(set) var keys: [String] = []
     private var storage: [String: JSONValue] = [:]
 
