@@ -36,6 +36,8 @@ public enum EvaluatorOutput: Sendable, Hashable {
     /// A Home Assistant discovery config (retained on `topic`, outside the venue's tree); nil
     /// removes the entity (the retained config is cleared). See ``HomeAssistantDiscovery``.
     case discovery(topic: String, config: JSONValue?)
+    /// A visit's arrival or departure (`visit/{subject}`; VenueEvaluator+LocationServices).
+    case visit(VisitEvent)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -155,6 +157,16 @@ extension EvaluatorOutput {
         case .discovery(let topic, let config):
             return OutboundMessage(
                 topic: topic, payload: config.map { Array($0.serialized().utf8) } ?? [], qos: 1, retain: true)
+        case .visit(let visit):
+            var payload = JSONObject()
+            for (key, value) in visit.payload.objectValue ?? JSONObject() {
+                payload[key] = value
+                if key == "event" { payload["venue"] = .string(topics.venue) }
+            }
+            return OutboundMessage(
+                topic: topics.visit(subject: visit.subject),
+                payload: Array(JSONValue.object(payload).serialized().utf8),
+                qos: 1, retain: false, eventID: visit.id)
         case .privacyDrop, .erased, .shown:
             return nil
         }
