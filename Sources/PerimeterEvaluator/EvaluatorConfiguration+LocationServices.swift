@@ -2,7 +2,8 @@ import PerimeterCore
 import PerimeterKit
 
 extension EvaluatorConfiguration {
-    /// `venues.{id}.visits`: the visit detector's thresholds (topics.md, `visit/{subject}`).
+    /// `venues.{id}.visits`: the visit detector's thresholds (topics.md, `visit/{subject}`);
+    /// `venues.{id}.live`: the live location stream's rate limit (`live/{consumer}/{subject}`).
     static func readLocationServices(_ key: String, _ reader: ConfigReader) -> LocationServiceSettings {
         var settings = LocationServiceSettings()
         let defaults = VisitParameters()
@@ -13,6 +14,8 @@ extension EvaluatorConfiguration {
             "\(key).visits.departureAfter", default: defaults.departureAfter, range: 0...86_400)
         settings.visits.maxAccuracy = reader.double(
             "\(key).visits.maxAccuracy", default: defaults.maxAccuracy, range: 1...1_000_000)
+        settings.live.minInterval = reader.double(
+            "\(key).live.minInterval", default: LiveParameters().minInterval, range: 0...3600)
         return settings
     }
 }

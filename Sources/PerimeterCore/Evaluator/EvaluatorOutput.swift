@@ -38,6 +38,8 @@ public enum EvaluatorOutput: Sendable, Hashable {
     case discovery(topic: String, config: JSONValue?)
     /// A visit's arrival or departure (`visit/{subject}`; VenueEvaluator+LocationServices).
     case visit(VisitEvent)
+    /// A live position for one consumer, or the end of its stream (`live/{consumer}/{subject}`).
+    case live(LiveUpdate)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -167,6 +169,27 @@ extension EvaluatorOutput {
                 topic: topics.visit(subject: visit.subject),
                 payload: Array(JSONValue.object(payload).serialized().utf8),
                 qos: 1, retain: false, eventID: visit.id)
+        case .live(.position(let consumer, let fix, let reduced)):
+            var payload = JSONObject()
+            payload["subject"] = .string(fix.subject)
+            payload["t"] = .string(Timestamp.format(fix.t))
+            payload["lat"] = .number(fix.position.lat)
+            payload["lon"] = .number(fix.position.lon)
+            if let accuracy = fix.accuracy { payload["acc"] = .number(accuracy) }
+            if let floor = fix.floor { payload["floor"] = .number(Double(floor)) }
+            payload["accuracy"] = .string(reduced ? "reduced" : "full")
+            payload["source"] = .string(fix.source)
+            return OutboundMessage(
+                topic: topics.live(consumer: consumer, subject: fix.subject),
+                payload: Array(JSONValue.object(payload).serialized().utf8), qos: 0, retain: false, expiry: 5)
+        case .live(.stopped(let consumer, let subject, let reason, let t)):
+            let payload: JSONValue = [
+                "subject": .string(subject), "t": .string(Timestamp.format(t)), "stopped": true,
+                "reason": .string(reason),
+            ]
+            return OutboundMessage(
+                topic: topics.live(consumer: consumer, subject: subject), payload: Array(payload.serialized().utf8),
+                qos: 1, retain: false)
         case .privacyDrop, .erased, .shown:
             return nil
         }

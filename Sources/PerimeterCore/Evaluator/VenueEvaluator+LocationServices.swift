@@ -10,6 +10,13 @@ import Foundation
 /// is `always` and the gate would deliver an event of the subject at that moment (a session
 /// covers it; a `whenInUse` session only while in use). Otherwise it is withheld, not held. A
 /// subject that stops being allowed is forgotten (no departure is published).
+///
+/// The live location stream (`CLLocationUpdate.liveUpdates`): a consumer that declared a session
+/// with `"live": true` gets each covered subject's fixes on `live/{consumer}/{subject}` as they
+/// arrive, coarsened for reduced accuracy, at most one per `live.minInterval`, while the gate
+/// would deliver an event of the subject under that consumer's own sessions. When that stops
+/// (the session ends or stops covering the subject, the authorization narrows, the subject is
+/// no longer in use) the stream gets one `stopped` message with the reason.
 extension VenueEvaluator {
     /// What an input means for visits, after the engines and the gate had it.
     mutating func followLocationServices(
@@ -19,11 +26,25 @@ extension VenueEvaluator {
         case .fix(let fix):
             // Dropped at ingest (privacy) or refused: the engines never had it.
             guard privacy.refusal(of: fix.subject) == nil else { return [] }
-            let visits = locationServices.visits.process(privacy.coarsen(fix))
-            return visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit)
+            let coarse = privacy.coarsen(fix)
+            let visits = locationServices.visits.process(coarse)
+            var outputs = visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit)
+            let gate = privacy
+            let updates = locationServices.live.offer(coarse, reduced: privacy.isReduced(fix.subject)) { level in
+                Self.liveRefusal(gate, fix.subject, level: level, at: fix.t)
+            }
+            outputs += updates.map(EvaluatorOutput.live)
+            return outputs
         case .authorization(let subject, _):
             if privacy.refusal(of: subject) != nil { locationServices.forget(subject: subject) }
-            return []
+            return reviewLive(at: receivedAt)
+        case .session(let consumer, let session, let record):
+            locationServices.live.apply(
+                session: record.flatMap(ServiceSession.init(json:)), live: record?["live"]?.boolValue == true,
+                consumer: consumer, key: session)
+            return reviewLive(at: receivedAt)
+        case .usage:
+            return reviewLive(at: receivedAt)
         default:
             return []
         }
@@ -35,7 +56,31 @@ extension VenueEvaluator {
             locationServices.forget(subject: subject)
         }
         let visits = locationServices.visits.advance(to: now)
-        return visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit)
+        return visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit) + reviewLive(at: now)
+    }
+
+    /// Stops the live streams that may no longer run (a session ended, the gate narrowed).
+    private mutating func reviewLive(at t: Date) -> [EvaluatorOutput] {
+        guard locationServices.live.openCount > 0 else { return [] }
+        let gate = privacy
+        let updates = locationServices.live.review(at: t) { subject, level in
+            Self.liveRefusal(gate, subject, level: level, at: t)
+        }
+        return updates.map(EvaluatorOutput.live)
+    }
+
+    /// Why a consumer whose own live sessions covering `subject` reach `level` may not have its
+    /// positions at `t` (nil: it may): the privacy gate's rules for events, for that consumer
+    /// alone. Reduced accuracy does not stop the stream: the positions are coarsened.
+    static func liveRefusal(
+        _ privacy: PrivacyGate, _ subject: String, level: ServiceSession.Level, at t: Date
+    ) -> String? {
+        if let refusal = privacy.refusal(of: subject) { return refusal }
+        let inUse = privacy.isInUse(subject, at: t)
+        switch privacy.status(of: subject) {
+        case .always: return level == .always || inUse ? nil : "insufficientlyInUse"
+        default: return inUse ? nil : "insufficientlyInUse"
+        }
     }
 
     /// Core Location delivers visits only to apps with always authorization.

@@ -18,7 +18,7 @@ public struct VenueSettings: Sendable {
     public var trust = TrustPolicy()
     /// Home Assistant MQTT discovery (`venues.{id}.homeAssistant`); nil: off.
     public var homeAssistant: HomeAssistantSettings?
-    /// Visits (`venues.{id}.visits`).
+    /// Visits and the live location stream (`venues.{id}.visits`, `venues.{id}.live`).
     public var locationServices = LocationServiceSettings()
 
     public init(
@@ -67,7 +67,7 @@ public struct VenueEvaluator: Sendable {
     public private(set) var sessions: [String: JSONValue] = [:]
     /// Subjects with a Home Assistant `device_tracker` config out (VenueEvaluator+HomeAssistant).
     var homeAssistantTrackers: Set<String> = []
-    /// Visits (VenueEvaluator+LocationServices).
+    /// Visits and live streams (VenueEvaluator+LocationServices).
     var locationServices: LocationServices
 
     public init(settings: VenueSettings, regions: [Region]) {
@@ -322,7 +322,7 @@ public struct VenueEvaluator: Sendable {
         usage[subject] = nil
         for agent in observers.removeValue(forKey: subject) ?? [] { observed[agent]?.remove(subject) }
         privacy.erase(subject)
-        locationServices.forget(subject: subject)
+        locationServices.erase(subject: subject)
         outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
         return outputs
     }

@@ -46,6 +46,7 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
         case .waypoint(let region, let feature): "waypoint \(region) \(feature == nil ? "cleared" : "set")"
         case .discovery(let topic, let config): "discovery \(topic) \(config == nil ? "cleared" : "set")"
         case .visit(let visit): "visit \(visit.kind.rawValue) \(visit.subject)"
+        case .live: nil
         }
     }
 }
