@@ -18,10 +18,8 @@ import Foundation
 /// (the session ends or stops covering the subject, the authorization narrows, the subject is
 /// no longer in use) the stream gets one `stopped` message with the reason.
 extension VenueEvaluator {
-    /// What an input means for visits, after the engines and the gate had it.
-    mutating func followLocationServices(
-        after input: Inbound, _ outputs: [EvaluatorOutput], at receivedAt: Date
-    ) -> [EvaluatorOutput] {
+    /// What an input means for visits and live streams, after the engines and the gate had it.
+    mutating func followLocationServices(after input: Inbound, at receivedAt: Date) -> [EvaluatorOutput] {
         switch input {
         case .fix(let fix):
             // Dropped at ingest (privacy) or refused: the engines never had it.

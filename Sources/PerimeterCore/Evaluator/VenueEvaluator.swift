@@ -179,7 +179,7 @@ public struct VenueEvaluator: Sendable {
     > {
         let result = handleInput(input, agent: agent, receivedAt: receivedAt)
         guard case .success(var outputs) = result else { return result }
-        outputs += followLocationServices(after: input, outputs, at: receivedAt)
+        outputs += followLocationServices(after: input, at: receivedAt)
         guard settings.homeAssistant != nil else { return .success(Self.coalescingOccupancy(outputs)) }
         return .success(Self.coalescingOccupancy(outputs + followHomeAssistant(outputs, after: input)))
     }
