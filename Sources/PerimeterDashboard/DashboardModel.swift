@@ -112,7 +112,7 @@ public struct DashboardModel: Sendable {
             "\(root)/enter/+/+", "\(root)/exit/+/+", "\(root)/dwell/+/+", "\(root)/state/+/+", "\(root)/occupancy/+",
             "\(root)/ranging/+/+", "\(root)/place/+", "\(root)/notifications/+/+", "\(root)/deadletter/+",
             "\(root)/agents/+/status", "\(root)/subjects/+/authorization", "\(root)/diagnostics/+",
-            "\(root)/regions/+",
+            "\(root)/regions/+", "\(root)/visit/+",
             "\(prefix)/_sys/+/+/status",
         ]
     }
@@ -152,6 +152,7 @@ public struct DashboardModel: Sendable {
         case ("ranging", 3): return ranging(region: id(1), subject: id(2), json)
         case ("place", 2): return place(subject: id(1), json)
         case ("notifications", 3): return notification(channel: id(1), subject: id(2), json)
+        case ("visit", 2): return visit(subject: id(1), json)
         case ("deadletter", 2):
             deadletters += 1
             var item = JSONObject()
@@ -283,6 +284,23 @@ public struct DashboardModel: Sendable {
         if let region = json?["region"]?.stringValue { item["region"] = .string(region) }
         item["t"] = json?["t"] ?? .null
         return [.state, append(item, subject: subject)]
+    }
+
+    /// A visit's arrival or departure, as a feed line (where, not which region: a visit has none).
+    private mutating func visit(subject: String, _ json: JSONValue?) -> [Change] {
+        let visibility = visibility(of: subject)
+        guard visibility != .hidden, let json else { return [] }
+        var item = JSONObject()
+        item["kind"] = "visit"
+        item["event"] = json["event"] ?? .null
+        item["subject"] = .string(subject)
+        item["arrival"] = json["arrival"] ?? .null
+        item["departure"] = json["departure"] ?? .null
+        // Reduced accuracy: the feed does not say where (the map shows the coarse position).
+        item["lat"] = visibility == .full ? json["lat"] ?? .null : .null
+        item["lon"] = visibility == .full ? json["lon"] ?? .null : .null
+        item["t"] = json["t"] ?? .null
+        return [append(item, subject: subject)]
     }
 
     private mutating func service(_ name: String, agent: String?, _ json: JSONValue?) -> [Change] {

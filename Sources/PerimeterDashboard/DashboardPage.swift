@@ -94,7 +94,7 @@ enum DashboardPage {
         ul, ol { margin: 0; padding-left: 18px; }
         #feed { max-height: 220px; overflow: auto; font-size: 12px; }
         #feed li.enter { color: #1b7a1b; } #feed li.exit { color: #b02020; } #feed li.dwell { color: #1f5fa0; }
-        #feed li.deadletter { color: #8a5a00; } #feed li.notification { color: #6a2a8a; }
+        #feed li.deadletter { color: #8a5a00; } #feed li.notification { color: #6a2a8a; } #feed li.visit { color: #3a6b6b; }
         .online::before { content: "● "; color: #2a7; } .offline::before { content: "● "; color: #a33; }
         .subject circle { fill: #d62728; stroke: #fff; stroke-width: 2; }
         .subject.coarse circle { fill: #d62728; fill-opacity: .12; stroke: #d62728; stroke-dasharray: 6 4; }
@@ -212,6 +212,7 @@ enum DashboardPage {
           switch (item.kind) {
             case "deadletter": line = "dead letter [" + item.component + "] (" + item.code + "): " + item.reason; break;
             case "notification": line = "notification [" + item.channel + "] to " + item.subject + ": " + (item.text || ""); break;
+            case "visit": line = item.subject + " visit " + item.event + (item.lat == null ? "" : " at " + Number(item.lat).toFixed(5) + ", " + Number(item.lon).toFixed(5)) + " (since " + String(item.arrival).substring(11, 19) + ")"; break;
             default: line = item.subject + " " + item.kind + " " + (names[item.region] || item.region) + (item.held ? " (held)" : "");
           }
           return text("li", (item.t ? item.t.substring(11, 19) + " " : "") + line, item.kind);

@@ -136,6 +136,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
             if var venue = readVenue(name, reader) {
                 venue.settings.trust.maxFutureSkew = maxClockSkew
                 venue.strictRegions = reader.bool("venues.\(name).strictRegions", default: strictRegions)
+                venue.settings.locationServices = readLocationServices("venues.\(name)", reader)
                 venue.settings.homeAssistant = readHomeAssistant(
                     "venues.\(name).homeAssistant", reader, prefix: prefix,
                     statusTopic: statusTopic(prefix: prefix, instance: instance))

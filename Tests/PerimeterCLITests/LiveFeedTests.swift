@@ -19,6 +19,16 @@ struct LiveFeedTests {
 
     static let cases: [(topic: String, payload: String, line: String?)] = [
         (
+            "perimeter/v1/museum/visit/visitor-1",
+            #"{"id":"x","event":"arrival","venue":"museum","subject":"visitor-1","arrival":"2026-12-01T10:00:00.000Z","departure":null,"lat":48.86061,"lon":2.33632,"acc":12.4,"fixes":11,"seq":1,"t":"2026-12-01T10:10:00.000Z","source":"gps"}"#,
+            "11:10:00  visitor-1   ◎ staying   48.86061, 2.33632 ±12 m since 11:00:00"
+        ),
+        (
+            "perimeter/v1/museum/visit/visitor-1",
+            #"{"id":"y","event":"departure","venue":"museum","subject":"visitor-1","arrival":"2026-12-01T10:00:00.000Z","departure":"2026-12-01T10:20:00.000Z","lat":48.86061,"lon":2.33632,"acc":12.4,"fixes":21,"seq":1,"t":"2026-12-01T10:22:00.000Z","source":"gps"}"#,
+            "11:22:00  visitor-1   ◎ visited   48.86061, 2.33632 ±12 m from 11:00:00 to 11:20:00"
+        ),
+        (
             "perimeter/v1/museum/enter/gallery-1/visitor-1",
             #"{"id":"x","event":"enter","region":"gallery-1","subject":"visitor-1","t":"2026-12-01T10:00:00.000Z","seq":1,"source":"gps"}"#,
             "11:00:00  visitor-1   → entered  gallery-1 (Antiquities)  [gps]"

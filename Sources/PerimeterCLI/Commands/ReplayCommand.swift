@@ -13,13 +13,23 @@ struct ReplayCommand: ParsableCommand {
         discussion: """
             TRACK is GPX, CSV (t,lat,lon[,acc], with or without that header), raw NMEA (RMC/GGA/GSA) or JSON lines of
             obs/{agent}/gps observations. Prints, as JSON lines, each event the evaluator
-            would publish for that subject, with its topic: enter, exit, dwell and state.
+            would publish for that subject, with its topic: enter, exit, dwell and state; with
+            --visits also the visits (arrival, departure) the track gives, with or without regions.
             Rejected fixes are reported on standard error with where they are. A progress bar
             is drawn on standard error when it is a terminal.
             """)
 
-    @Option(help: "GeoJSON FeatureCollection of regions.", valueName: "file")
-    var regions: String
+    @Option(help: "GeoJSON FeatureCollection of regions (optional with --visits).", valueName: "file")
+    var regions: String?
+
+    @Flag(help: "Also print the visits (stays found with no region; topics.md, visit/{subject}).")
+    var visits: Bool
+
+    @Option(help: "Visits: how far from a stay's centre a fix still belongs to it.", valueName: "m")
+    var visitRadius: Double = VisitParameters().radius
+
+    @Option(help: "Visits: how long a stay lasts before it is a visit.", valueName: "s")
+    var visitMinimumDwell: Double = VisitParameters().minimumDwell
 
     @Argument(help: "Track file (GPX, CSV, NMEA or JSON lines); '-' for standard input.", valueName: "track")
     var track: String
@@ -62,13 +72,17 @@ struct ReplayCommand: ParsableCommand {
         if interval.map({ $0 <= 0 }) == true { throw ValidationError("--interval must be positive") }
         if kIn < 0 || kOut < 0 { throw ValidationError("--k-in and --k-out must not be negative") }
         if staleAfter <= 0 { throw ValidationError("--stale-after must be positive") }
+        if regions == nil && !visits { throw ValidationError("--regions is required (or --visits, for visits alone)") }
+        if visitRadius <= 0 || visitMinimumDwell < 0 {
+            throw ValidationError("--visit-radius must be positive and --visit-minimum-dwell not negative")
+        }
         if TimeZone(identifier: timeZone) == nil {
             throw ValidationError("--time-zone: unknown time zone '\(timeZone)'")
         }
     }
 
     func run() async throws {
-        let loaded = try InputFiles.usableRegions(regions, skipInvalid: skipInvalid)
+        let loaded = try regions.map { try InputFiles.usableRegions($0, skipInvalid: skipInvalid) } ?? []
         let data = try InputFiles.read(track)
         let subjectID =
             subject
@@ -79,6 +93,8 @@ struct ReplayCommand: ParsableCommand {
         let parameters = GeofenceParameters(
             venue: venue, kIn: kIn, kOut: kOut, staleAfter: staleAfter, timeZone: TimeZone(identifier: timeZone)!)
         var engine = GeofenceEngine(regions: loaded, parameters: parameters)
+        var detector = VisitDetector(
+            venue: venue, parameters: VisitParameters(radius: visitRadius, minimumDwell: visitMinimumDwell))
         let topics = Topics(venue: venue)
         var output = LineWriter()
         var progress = ProgressBar(total: records.count)
@@ -99,6 +115,11 @@ struct ReplayCommand: ParsableCommand {
                 case .success(let events):
                     for event in events { output.write(Self.line(event, topics: topics)) }
                     written += events.count
+                    if visits {
+                        let found = detector.process(fix)
+                        for visit in found { output.write(Self.line(visit, topics: topics)) }
+                        written += found.count
+                    }
                     processed += 1
                     lastTime = fix.t
                     if render != nil {
@@ -117,6 +138,11 @@ struct ReplayCommand: ParsableCommand {
             let events = engine.advance(to: lastTime)
             for event in events { output.write(Self.line(event, topics: topics)) }
             written += events.count
+            if visits {
+                let found = detector.advance(to: lastTime)
+                for visit in found { output.write(Self.line(visit, topics: topics)) }
+                written += found.count
+            }
             drawn.events += events
         }
         output.flush()
@@ -125,12 +151,13 @@ struct ReplayCommand: ParsableCommand {
         // Silence would look like a failure: say what was read and that nothing came of it.
         if written == 0 {
             Output.error(
-                "\(track): no events: \(processed) fix(es) processed against \(loaded.count) region(s); none was entered, left or given a state"
+                "\(track): no events: \(processed) fix(es) processed against \(loaded.count) region(s); none was entered, left or given a state\(visits ? ", and no stay lasted \(Int(visitMinimumDwell)) s within \(Int(visitRadius)) m" : "")"
             )
         }
         if let render {
             let map = VenueMap(
-                title: "\(subjectID) — \(URL(fileURLWithPath: regions).lastPathComponent)", regions: loaded,
+                title: "\(subjectID) — \(regions.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "visits")",
+                regions: loaded,
                 track: drawn.fixes.map(\.position),
                 events: VenueMap.Event.markers(for: drawn.events, track: drawn.fixes))
             try await MapWriter.write(SVGMapRenderer().render(map), to: render)
@@ -144,6 +171,14 @@ struct ReplayCommand: ParsableCommand {
             if event.kind == .state { object["event"] = "state" }
             for (key, value) in payload { object[key] = value }
         }
+        return JSONValue.object(object).serialized()
+    }
+
+    /// A visit as the evaluator would publish it on `visit/{subject}`, with its topic.
+    static func line(_ visit: VisitEvent, topics: Topics) -> String {
+        var object = JSONObject()
+        object["topic"] = .string(topics.visit(subject: visit.subject))
+        for (key, value) in visit.payload.objectValue ?? JSONObject() { object[key] = value }
         return JSONValue.object(object).serialized()
     }
 }

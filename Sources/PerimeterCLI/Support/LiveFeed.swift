@@ -2,8 +2,8 @@ import Foundation
 import PerimeterCore
 
 /// `perimeter up`'s readable feed: one line per thing a person watching the venue cares about
-/// (enter, exit, dwell, ranging summaries, places, notifications, events held or withheld by
-/// the privacy gate), from the messages on the venue's topics. Observations, states and other
+/// (enter, exit, dwell, visits, ranging summaries, places, notifications, events held or
+/// withheld by the privacy gate), from the messages on the venue's topics. Observations, states and other
 /// raw topics are left to `mosquitto_sub`.
 struct LiveFeed {
     let topics: Topics
@@ -87,6 +87,17 @@ struct LiveFeed {
             guard lastDiagnostics[subject] != "\(status): \(summary)" else { return nil }
             lastDiagnostics[subject] = "\(status): \(summary)"
             return "\(clock(Date()))  \(pad(subject))  ⊘ privacy   \(status): \(summary)"
+        case ("visit", 2):
+            let subject = value["subject"]?.stringValue ?? levels[1]
+            guard let arrival = value["arrival"]?.stringValue.flatMap(Timestamp.parse),
+                let lat = value["lat"]?.doubleValue, let lon = value["lon"]?.doubleValue
+            else { return nil }
+            let place = String(format: "%.5f, %.5f ±%.0f m", lat, lon, value["acc"]?.doubleValue ?? 0)
+            if let departure = value["departure"]?.stringValue.flatMap(Timestamp.parse) {
+                return
+                    "\(clock(t))  \(pad(subject))  ◎ visited   \(place) from \(clock(arrival)) to \(clock(departure))"
+            }
+            return "\(clock(t))  \(pad(subject))  ◎ staying   \(place) since \(clock(arrival))"
         case ("notifications", 3):
             let subject = levels[2]
             let text =

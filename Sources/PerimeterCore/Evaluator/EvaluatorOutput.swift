@@ -36,6 +36,10 @@ public enum EvaluatorOutput: Sendable, Hashable {
     /// A Home Assistant discovery config (retained on `topic`, outside the venue's tree); nil
     /// removes the entity (the retained config is cleared). See ``HomeAssistantDiscovery``.
     case discovery(topic: String, config: JSONValue?)
+    /// A visit's arrival or departure (`visit/{subject}`; VenueEvaluator+LocationServices).
+    case visit(VisitEvent)
+    /// A live position for one consumer, or the end of its stream (`live/{consumer}/{subject}`).
+    case live(LiveUpdate)
 }
 
 /// One MQTT message to publish, as the core describes it (the service maps it to the client).
@@ -155,6 +159,37 @@ extension EvaluatorOutput {
         case .discovery(let topic, let config):
             return OutboundMessage(
                 topic: topic, payload: config.map { Array($0.serialized().utf8) } ?? [], qos: 1, retain: true)
+        case .visit(let visit):
+            var payload = JSONObject()
+            for (key, value) in visit.payload.objectValue ?? JSONObject() {
+                payload[key] = value
+                if key == "event" { payload["venue"] = .string(topics.venue) }
+            }
+            return OutboundMessage(
+                topic: topics.visit(subject: visit.subject),
+                payload: Array(JSONValue.object(payload).serialized().utf8),
+                qos: 1, retain: false, eventID: visit.id)
+        case .live(.position(let consumer, let fix, let reduced)):
+            var payload = JSONObject()
+            payload["subject"] = .string(fix.subject)
+            payload["t"] = .string(Timestamp.format(fix.t))
+            payload["lat"] = .number(fix.position.lat)
+            payload["lon"] = .number(fix.position.lon)
+            if let accuracy = fix.accuracy { payload["acc"] = .number(accuracy) }
+            if let floor = fix.floor { payload["floor"] = .number(Double(floor)) }
+            payload["accuracy"] = .string(reduced ? "reduced" : "full")
+            payload["source"] = .string(fix.source)
+            return OutboundMessage(
+                topic: topics.live(consumer: consumer, subject: fix.subject),
+                payload: Array(JSONValue.object(payload).serialized().utf8), qos: 0, retain: false, expiry: 5)
+        case .live(.stopped(let consumer, let subject, let reason, let t)):
+            let payload: JSONValue = [
+                "subject": .string(subject), "t": .string(Timestamp.format(t)), "stopped": true,
+                "reason": .string(reason),
+            ]
+            return OutboundMessage(
+                topic: topics.live(consumer: consumer, subject: subject), payload: Array(payload.serialized().utf8),
+                qos: 1, retain: false)
         case .privacyDrop, .erased, .shown:
             return nil
         }

@@ -425,10 +425,10 @@ public enum InboundDecoder {
         return json
     }
 
-    /// `{subjects: "*" | [subject], level, fullAccuracyPurpose?}`, checked and passed through.
+    /// `{subjects: "*" | [subject], level, fullAccuracyPurpose?, live?}`, checked and passed through.
     static func session(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
-        try reader.onlyKnown(["subjects", "level", "fullAccuracyPurpose"])
+        try reader.onlyKnown(["subjects", "level", "fullAccuracyPurpose", "live"])
         switch reader.value("subjects") {
         case .string("*")?: break
         case .array?:
@@ -443,6 +443,7 @@ public enum InboundDecoder {
         }
         guard try reader.choice("level", ["whenInUse", "always"]) != nil else { throw reader.missing("level") }
         _ = try reader.string("fullAccuracyPurpose")
+        _ = try reader.bool("live")
         return json
     }
 

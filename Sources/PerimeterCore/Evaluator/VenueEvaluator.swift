@@ -18,6 +18,8 @@ public struct VenueSettings: Sendable {
     public var trust = TrustPolicy()
     /// Home Assistant MQTT discovery (`venues.{id}.homeAssistant`); nil: off.
     public var homeAssistant: HomeAssistantSettings?
+    /// Visits and the live location stream (`venues.{id}.visits`, `venues.{id}.live`).
+    public var locationServices = LocationServiceSettings()
 
     public init(
         id: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!, locale: String = "en_US",
@@ -65,12 +67,15 @@ public struct VenueEvaluator: Sendable {
     public private(set) var sessions: [String: JSONValue] = [:]
     /// Subjects with a Home Assistant `device_tracker` config out (VenueEvaluator+HomeAssistant).
     var homeAssistantTrackers: Set<String> = []
+    /// Visits and live streams (VenueEvaluator+LocationServices).
+    var locationServices: LocationServices
 
     public init(settings: VenueSettings, regions: [Region]) {
         self.settings = settings
         geofences = GeofenceEngine(regions: regions, parameters: settings.geofence)
         beacons = BeaconEngine(regions: regions, gateways: settings.gateways, parameters: settings.beacons)
         privacy = PrivacyGate(settings: settings.privacy)
+        locationServices = LocationServices(venue: settings.id, settings: settings.locationServices)
         for region in regions { self.regions[region.id] = region }
     }
 
@@ -92,6 +97,8 @@ public struct VenueEvaluator: Sendable {
         var privacy: PrivacyGate.State
         /// Absent from snapshots written before Home Assistant discovery.
         var homeAssistantTrackers: Set<String>? = nil
+        /// Absent from snapshots written before visits.
+        var locationServices: LocationServices.State? = nil
     }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
@@ -114,7 +121,8 @@ public struct VenueEvaluator: Sendable {
             regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
-            sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers)
+            sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers,
+            locationServices: locationServices.snapshot)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -125,6 +133,8 @@ public struct VenueEvaluator: Sendable {
         beacons = BeaconEngine(restoring: snapshot.beacons, parameters: settings.beacons)
         for gateway in settings.gateways { beacons.register(gateway) }
         privacy = PrivacyGate(settings: settings.privacy, restoring: snapshot.privacy)
+        locationServices = LocationServices(
+            venue: settings.id, settings: settings.locationServices, restoring: snapshot.locationServices)
         for region in snapshot.regions { regions[region.id] = region }
         inside = snapshot.inside
         gpsPlaces = snapshot.gpsPlaces
@@ -168,7 +178,8 @@ public struct VenueEvaluator: Sendable {
         [EvaluatorOutput], InboundError
     > {
         let result = handleInput(input, agent: agent, receivedAt: receivedAt)
-        guard case .success(let outputs) = result else { return result }
+        guard case .success(var outputs) = result else { return result }
+        outputs += followLocationServices(after: input, at: receivedAt)
         guard settings.homeAssistant != nil else { return .success(Self.coalescingOccupancy(outputs)) }
         return .success(Self.coalescingOccupancy(outputs + followHomeAssistant(outputs, after: input)))
     }
@@ -311,6 +322,7 @@ public struct VenueEvaluator: Sendable {
         usage[subject] = nil
         for agent in observers.removeValue(forKey: subject) ?? [] { observed[agent]?.remove(subject) }
         privacy.erase(subject)
+        locationServices.erase(subject: subject)
         outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
         return outputs
     }
@@ -476,6 +488,7 @@ public struct VenueEvaluator: Sendable {
         outputs += reports.filter { privacy.allowsRanging($0.subject, at: $0.t) }.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
         outputs += apply(privacy.tick(now: now), at: now)
+        outputs += tickLocationServices(now: now, after: outputs)
         if settings.homeAssistant != nil { outputs += followHomeAssistant(outputs, after: nil) }
         return Self.coalescingOccupancy(outputs)
     }

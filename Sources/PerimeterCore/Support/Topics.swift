@@ -100,6 +100,12 @@ public struct Topics: Sendable, Hashable {
         "\(root)/ranging/\(Self.level(region))/\(Self.level(subject))"
     }
     public func place(subject: String) -> String { "\(root)/place/\(Self.level(subject))" }
+    /// A subject's visits: arrivals and departures of stays found with no region (`CLVisit`).
+    public func visit(subject: String) -> String { "\(root)/visit/\(Self.level(subject))" }
+    /// A subject's positions for one consumer with a live session (`CLLocationUpdate.liveUpdates`).
+    public func live(consumer: String, subject: String) -> String {
+        "\(root)/live/\(Self.level(consumer))/\(Self.level(subject))"
+    }
     public func diagnostics(subject: String) -> String { "\(root)/diagnostics/\(Self.level(subject))" }
     public func preferences(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/preferences" }
     public func usage(subject: String) -> String { "\(root)/subjects/\(Self.level(subject))/usage" }

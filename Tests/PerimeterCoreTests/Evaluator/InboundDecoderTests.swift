@@ -222,6 +222,7 @@ private let rejections: [Rejection] = [
     Rejection(session, #"{"subjects":"*"}"#, "schema", "level"),
     Rejection(session, #"{"subjects":"*","level":"sometimes"}"#, "schema", "level"),
     Rejection(session, #"{"subjects":"*","level":"always","fullAccuracyPurpose":1}"#, "schema", "fullAccuracyPurpose"),
+    Rejection(session, #"{"subjects":"*","level":"always","live":"yes"}"#, "schema", "live"),
     // OwnTracks
     Rejection(ownTracks, "", "schema", ""),
     Rejection(ownTracks, "{}", "schema", "_type"),

@@ -45,6 +45,8 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
         case .selfNotification(let event): "self \(event.kind.rawValue) \(event.region) \(event.subject)"
         case .waypoint(let region, let feature): "waypoint \(region) \(feature == nil ? "cleared" : "set")"
         case .discovery(let topic, let config): "discovery \(topic) \(config == nil ? "cleared" : "set")"
+        case .visit(let visit): "visit \(visit.kind.rawValue) \(visit.subject)"
+        case .live: nil
         }
     }
 }
