@@ -225,6 +225,7 @@ final class EvaluatorRuntime {
         }
         sinceSnapshot = count
         if sinceSnapshot >= configuration.snapshotEvery { try takeSnapshot() }
+        returnFreedMemoryToSystem()
     }
 
     private var currentSnapshot: Snapshot {
@@ -302,6 +303,7 @@ final class EvaluatorRuntime {
         do {
             let data = try VenueEvaluator.snapshotEncoder().encode(job.snapshot)
             try EvaluatorStore(path: path).saveSnapshot(seq: job.seq, data: Array(data), now: job.now)
+            returnFreedMemoryToSystem()
             logger.info(
                 "snapshot taken",
                 metadata: [
