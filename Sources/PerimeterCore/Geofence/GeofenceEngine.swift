@@ -262,11 +262,37 @@ public struct GeofenceEngine: Sendable {
     /// fix for `staleAfter` to `unknown`, and applies region schedules. Call it periodically
     /// (services) or before each fix (replay does, through ``process(_:)``).
     public mutating func advance(to now: Date) -> [RegionEvent] {
+        // Most subjects have nothing that can fall due: settled states, no delay or dwell
+        // pending, not about to go stale. Only the others are advanced, in subject order as
+        // before: a tick costs one scan, not a sort and a rewrite of every track (at 30,000
+        // subjects each tick took 0.6 s, most of an idle evaluator's CPU).
+        var due: [String] = []
+        for (subject, track) in subjects where mayHaveSomethingDue(track, at: now) { due.append(subject) }
         var events: [RegionEvent] = []
-        for subject in subjects.keys.sorted() {
+        for subject in due.sorted() {
             events += advance(subject: subject, to: now)
         }
         return events
+    }
+
+    /// False only when ``advance(subject:to:)`` would change nothing for this track at `now`:
+    /// it is already stale or not yet due to be, and no membership has a pending change, a dwell
+    /// still to fire or a schedule to follow.
+    private func mayHaveSomethingDue(_ track: Track, at now: Date) -> Bool {
+        if !track.stale, let last = track.lastTime, last.addingTimeInterval(parameters.staleAfter) <= now {
+            return true
+        }
+        for (id, membership) in track.memberships {
+            if membership.pending != nil { return true }
+            guard let region = index[id]?.region else { continue }
+            if region.schedule != nil && membership.state != .unmonitored { return true }
+            if region.dwellAfter != nil && membership.state == .inside && !membership.dwellFired
+                && membership.enteredAt != nil
+            {
+                return true
+            }
+        }
+        return false
     }
 
     private mutating func advance(subject: String, to now: Date) -> [RegionEvent] {
