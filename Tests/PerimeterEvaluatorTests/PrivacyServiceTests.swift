@@ -117,6 +117,44 @@ struct PrivacyServiceTests {
         await harness.stop()
     }
 
+    /// The retained `state` topic of a subject for a region, as the broker holds it now.
+    static func retainedState(_ harness: EvaluatorHarness, _ region: String, _ subject: String) async throws -> String?
+    {
+        let picture = try await harness.retainedPicture()
+        let payload = picture[harness.topics.state(region: region, subject: subject)]
+        return payload.flatMap { try? JSONParser.parse($0)["state"]?.stringValue }
+    }
+
+    @Test(
+        "the retained state follows access: after a provisional → always upgrade, and once a whenInUse subject is in use again (issue 19)"
+    )
+    func retainedStateFollowsAccess() async throws {
+        let harness = try await Self.start(clock: ManualClock(Date()))
+        try await Self.authorize(harness, "ann", ["status": "provisionalAlways"])
+        try await Self.at(harness, "ann", lat: 48.86)  // enter hall and city: held, their states withheld
+        try await harness.waitFor("ann held (hall, city)") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 2 }
+        #expect(try await Self.retainedState(harness, "hall", "ann") == nil)
+        try await Self.authorize(harness, "ann", ["status": "always"])
+        try await harness.waitFor("the held enters") { _ in Self.events(harness, "ann").count == 2 }
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "ann") == "inside", "the state the held enter implies")
+
+        try await Self.authorize(harness, "bob", ["status": "whenInUse"])
+        try await Self.use(harness, "bob", true)
+        try await Self.at(harness, "bob", lat: 48.86)
+        try await harness.waitFor("bob enters, in use") { _ in Self.events(harness, "bob").count == 2 }
+        try await Self.use(harness, "bob", false)
+        try await Self.pass(harness, 1.5)  // past the 1 s grace
+        try await Self.at(harness, "bob", lat: 48.86, lon: 2.40)  // exit hall: withheld
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "bob") == "inside", "the last state delivered")
+        try await Self.use(harness, "bob", true)
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "bob") == "outside", "resynchronized once in use")
+        #expect(!Self.events(harness, "bob").contains("exit hall"), "no exit is made up")
+        await harness.stop()
+    }
+
     @Test("the in-use grace window; allow once reverting; undetermined subjects dropped at ingest")
     func inUseAndAllowOnce() async throws {
         let harness = try await Self.start(clock: ManualClock(Date()))

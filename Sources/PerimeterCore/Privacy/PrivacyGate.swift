@@ -37,6 +37,9 @@ public enum PrivacyOutput: Sendable, Hashable {
 ///   regions and ranging give `accuracyLimited` instead of events.
 /// - Sessions layer: the requirement is the union of the sessions covering the subject; with
 ///   none, events are withheld (`serviceSessionRequired`).
+/// - The retained picture follows access: a withheld state change is kept and delivered when
+///   the subject's access widens (only states, no made-up transitions); a live event drops the
+///   held one of the same region, which it supersedes.
 public struct PrivacyGate: Sendable {
     public let settings: PrivacySettings
     private var state = State()
@@ -54,6 +57,16 @@ public struct PrivacyGate: Sendable {
         var counters: [String: Int] = [:]
         /// The latest time the gate has seen, for "now" questions outside ticks.
         var now: Date = .distantPast
+        /// Per subject and region, the latest state change consumers were not given: the retained
+        /// `state/{region}/{subject}` still shows the one before it. Delivered as soon as the
+        /// subject's access widens (``resynchronize(_:at:)``). Absent from older snapshots.
+        var withheldStates: [String: [String: WithheldState]]? = nil
+    }
+
+    /// A state change withheld from consumers, and whether its region needs full accuracy.
+    struct WithheldState: Sendable, Codable {
+        var event: RegionEvent
+        var precise: Bool
     }
 
     struct UsageMark: Sendable, Codable {
@@ -176,8 +189,30 @@ public struct PrivacyGate: Sendable {
         if verdict != .deliver, event.kind != .state, allowsSelfNotification(event.subject, precise: precise) {
             outputs.append(.notifySelf(event))
         }
+        if event.kind == .state {
+            // The retained state must equal what the delivered events imply: a state change
+            // consumers may not have now is kept, and delivered when their access widens.
+            var withheld = state.withheldStates ?? [:]
+            if verdict == .deliver {
+                withheld[event.subject]?[event.region] = nil
+                if withheld[event.subject]?.isEmpty == true { withheld[event.subject] = nil }
+            } else {
+                withheld[event.subject, default: [:]][event.region] = WithheldState(event: event, precise: precise)
+            }
+            state.withheldStates = withheld
+        }
         switch verdict {
         case .deliver:
+            // A held event of the same region is older than this one and would contradict it if
+            // an upgrade delivered it later (a held enter after a live exit): it is dropped.
+            if event.kind != .state, let held = state.held[event.subject],
+                let index = held.firstIndex(where: { $0.region == event.region })
+            {
+                var kept = held
+                kept.remove(at: index)
+                state.held[event.subject] = kept.isEmpty ? nil : kept
+                state.counters["superseded", default: 0] += 1
+            }
             outputs.append(.deliver(event))
         case .withhold(let reason):
             state.counters["withheld.\(reason)", default: 0] += 1
@@ -253,9 +288,11 @@ public struct PrivacyGate: Sendable {
                 state.counters["discarded", default: 0] += held.count
             }
             if let reason = refusal(of: subject), before.admitsObservations {
+                state.withheldStates?[subject] = nil
                 outputs.append(.unmonitor(subject: subject, reason: reason))
             }
         }
+        outputs += resynchronize(subject, at: t)
         return outputs + refreshDiagnostics(subject, at: t)
     }
 
@@ -270,7 +307,7 @@ public struct PrivacyGate: Sendable {
         if let keepFrom = marks.lastIndex(where: { $0.t < horizon }), keepFrom > 0 { marks.removeFirst(keepFrom) }
         state.usage[subject] = marks
         if (inUse || background) && state.records[subject]?.temporary == true { state.usedSinceGrant.insert(subject) }
-        return promptIfDue(subject, at: t) + refreshDiagnostics(subject, at: t)
+        return promptIfDue(subject, at: t) + resynchronize(subject, at: t) + refreshDiagnostics(subject, at: t)
     }
 
     /// `sessions/{consumer}/{session}`; nil ends it.
@@ -278,7 +315,28 @@ public struct PrivacyGate: Sendable {
         state.now = max(state.now, t)
         state.sessions[key] = session
         var outputs: [PrivacyOutput] = []
+        for subject in (state.withheldStates ?? [:]).keys.sorted() { outputs += resynchronize(subject, at: t) }
         for subject in knownSubjects { outputs += refreshDiagnostics(subject, at: t) }
+        return outputs
+    }
+
+    /// Delivers the state changes withheld from consumers that they may have now (a session
+    /// declared, the subject in use again, always granted, full accuracy): the retained
+    /// `state/{region}/{subject}` then says what the engines know. Only states: no enter or exit
+    /// is made up for a transition consumers were not entitled to when it happened (held events
+    /// are the provisional case's transitions, delivered before this).
+    private mutating func resynchronize(_ subject: String, at t: Date) -> [PrivacyOutput] {
+        guard let withheld = state.withheldStates?[subject] else { return [] }
+        var outputs: [PrivacyOutput] = []
+        var left = withheld
+        for region in withheld.keys.sorted() {
+            let entry = withheld[region]!
+            guard verdict(subject: subject, at: t, precise: entry.precise, canHold: false) == .deliver else { continue }
+            left[region] = nil
+            state.counters["resynchronized", default: 0] += 1
+            outputs.append(.deliver(entry.event))
+        }
+        state.withheldStates?[subject] = left.isEmpty ? nil : left
         return outputs
     }
 
@@ -383,5 +441,10 @@ public struct PrivacyGate: Sendable {
         state.prompted.remove(subject)
         state.usedSinceGrant.remove(subject)
         state.diagnostics[subject] = nil
+        state.withheldStates?[subject] = nil
     }
+
+    /// Forgets the withheld states of a subject the engines forgot (unmonitored: what they say
+    /// is published ungated).
+    public mutating func forgetStates(of subject: String) { state.withheldStates?[subject] = nil }
 }
