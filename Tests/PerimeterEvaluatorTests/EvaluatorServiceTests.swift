@@ -288,11 +288,11 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
-    @Test("an agent's last will: its subject goes unknown after staleAfter, with no exit")
+    @Test("an agent's last will: its subject goes unknown at once (staleAfter 300 s), with no exit (issue 19)")
     func lastWill() async throws {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
-            venue: ["staleAfter": 2])
+            venue: ["staleAfter": 300])
         try await harness.startEvaluator()
         let will = try ChildProcess(
             Products.executable("perimeter-testpeer"),

@@ -57,6 +57,8 @@ public struct VenueEvaluator: Sendable {
     private var observed: [String: Set<String>] = [:]
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
+    /// Subjects a gateway located (a room place), and when they were last heard.
+    private var located: [String: Date] = [:]
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
@@ -92,6 +94,8 @@ public struct VenueEvaluator: Sendable {
         var privacy: PrivacyGate.State
         /// Absent from snapshots written before Home Assistant discovery.
         var homeAssistantTrackers: Set<String>? = nil
+        /// Absent from snapshots written before room places expired.
+        var located: [String: Date]? = nil
     }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
@@ -114,7 +118,8 @@ public struct VenueEvaluator: Sendable {
             regions: regions.values.sorted { $0.id < $1.id }, geofences: geofences.snapshot,
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
-            sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers)
+            sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers,
+            located: located)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -137,6 +142,7 @@ public struct VenueEvaluator: Sendable {
         usage = snapshot.usage
         sessions = snapshot.sessions
         homeAssistantTrackers = snapshot.homeAssistantTrackers ?? []
+        located = snapshot.located ?? [:]
     }
 
     public var regionCount: Int { regions.count }
@@ -245,10 +251,11 @@ public struct VenueEvaluator: Sendable {
         case .agentStatus(let status):
             if status.online {
                 offline[status.agent] = nil
-            } else if offline[status.agent] == nil {
-                offline[status.agent] = status.t ?? receivedAt
+                return .success([])
             }
-            return .success([])
+            guard offline[status.agent] == nil else { return .success([]) }
+            offline[status.agent] = status.t ?? receivedAt
+            return .success(agentWentOffline(status.agent, at: receivedAt))
         case .regionUpsert(let region) where agent != nil:
             // Only the OwnTracks adapter turns an agent's message into a region: a waypoint.
             guard let user = agent.flatMap(InboundDecoder.ownTracksDevice(of:))?.user,
@@ -306,6 +313,7 @@ public struct VenueEvaluator: Sendable {
         }
         places[subject] = nil
         gpsPlaces[subject] = nil
+        located[subject] = nil
         preferences[subject] = nil
         authorization[subject] = nil
         usage[subject] = nil
@@ -433,11 +441,49 @@ public struct VenueEvaluator: Sendable {
         }
     }
 
+    /// An agent's last will (or offline status, or OwnTracks `lwt`): every subject whose
+    /// observing agents are now all offline goes `unknown` at once (`agentOffline`), without an
+    /// exit; a room place a gateway gave it goes too (nothing live says where it is).
+    private mutating func agentWentOffline(_ agent: String, at t: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for subject in (observed[agent] ?? []).sorted() {
+            guard let agents = observers[subject], agents.allSatisfy({ offline[$0] != nil }) else { continue }
+            var events = geofences.markUnknown(subject: subject, at: t, reason: "agentOffline")
+            events += beacons.markUnknown(subject: subject, at: t, reason: "agentOffline")
+            outputs += publish(events.sortedForPublishing())
+            if located.removeValue(forKey: subject) != nil { outputs += dropRoomPlace(of: subject, at: t) }
+        }
+        return outputs
+    }
+
+    /// Forgets a gateway's room place of a subject no longer heard; its default place, if any, answers.
+    private mutating func dropRoomPlace(of subject: String, at t: Date) -> [EvaluatorOutput] {
+        guard places[subject]?.source == .beacon else { return [] }
+        places[subject] = nil
+        let replaced = updatePlace(of: subject, at: t)
+        return replaced.isEmpty ? [.place(subject: subject, nil, t: t)] : replaced
+    }
+
+    /// Room places of gateway-located subjects (ESPresense, BLE gateways) not heard for
+    /// `staleAfter` expire, on the venue's clock.
+    private mutating func expireRoomPlaces(now: Date) -> [EvaluatorOutput] {
+        guard !located.isEmpty else { return [] }
+        let limit = now.addingTimeInterval(-settings.geofence.staleAfter)
+        let expired = located.filter { $0.value <= limit }.map(\.key).sorted()
+        var outputs: [EvaluatorOutput] = []
+        for subject in expired {
+            located[subject] = nil
+            outputs += dropRoomPlace(of: subject, at: now)
+        }
+        return outputs
+    }
+
     /// Gateway-mode positions go to the geofences; rooms become places.
     private mutating func locate(_ locations: [TagLocation], by gateway: String) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         for location in locations {
             noteObserved(location.subject, by: gateway)
+            located[location.subject] = max(located[location.subject] ?? location.t, location.t)
             if let fix = location.fix, case .success(let events) = geofences.process(fix) {
                 outputs += publish(events)
             }
@@ -454,6 +500,9 @@ public struct VenueEvaluator: Sendable {
 
     private mutating func noteObserved(_ subject: String, by agent: String?) {
         guard let agent else { return }
+        // An observation says its agent is running (OwnTracks apps send no online status after
+        // their last will; their next location is the news).
+        if offline[agent] != nil { offline[agent] = nil }
         if observers[subject, default: []].insert(agent).inserted {
             observed[agent, default: []].insert(subject)
         }
@@ -461,9 +510,9 @@ public struct VenueEvaluator: Sendable {
 
     // MARK: - Time
 
-    /// Delays, dwells, exits and staleness that fall due by `now`, and ranging reports. A
-    /// subject whose agents all went offline (last will) goes `unknown` like any subject not
-    /// heard from for `staleAfter`, with the reason `agentOffline`; no exit is invented.
+    /// Delays, dwells, exits and staleness that fall due by `now`, ranging reports, room places
+    /// that expired. (A subject whose agents all went offline goes `unknown` when the last will
+    /// arrives, not here.)
     public mutating func tick(now: Date) -> [EvaluatorOutput] {
         var outputs = publish(geofences.advance(to: now))
         outputs += publish(beacons.advance(to: now))
@@ -475,6 +524,7 @@ public struct VenueEvaluator: Sendable {
         }
         outputs += reports.filter { privacy.allowsRanging($0.subject, at: $0.t) }.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
+        outputs += expireRoomPlaces(now: now)
         outputs += apply(privacy.tick(now: now), at: now)
         if settings.homeAssistant != nil { outputs += followHomeAssistant(outputs, after: nil) }
         return Self.coalescingOccupancy(outputs)

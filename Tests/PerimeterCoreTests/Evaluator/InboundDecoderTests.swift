@@ -564,14 +564,24 @@ struct InboundAdapterTests {
     }
 
     @Test(
-        "OwnTracks types other than location and waypoints say nothing",
+        "OwnTracks types other than location, waypoints and lwt say nothing",
         arguments: [
             #"{"_type":"transition","event":"enter","desc":"Home","tst":1700000000,"lat":1,"lon":2,"acc":5,"wtst":1,"t":"c"}"#,
-            #"{"_type":"lwt","tst":1700000000}"#, #"{"_type":"card","name":"Jane"}"#,
+            #"{"_type":"card","name":"Jane"}"#,
             #"{"_type":"cmd","action":"reportLocation"}"#, #"{"_type":"status"}"#,
         ])
     func ownTracksIgnored(payload: String) throws {
         #expect(try decode(ownTracks, payload) == [])
+    }
+
+    @Test("OwnTracks lwt (the app's last will) is the device going offline (issue 19)")
+    func ownTracksLastWill() throws {
+        let decoded = try single(ownTracks, #"{"_type":"lwt","tst":1700000000}"#)
+        #expect(
+            decoded
+                == .agentStatus(
+                    AgentStatus(
+                        agent: "owntracks:jane:phone", online: false, t: Date(timeIntervalSince1970: 1_700_000_000))))
     }
 
     @Test("OwnTracks waypoint with rid and radius is a circle region that remembers its owner")

@@ -130,17 +130,92 @@ struct VenueEvaluatorTests {
         #expect(leave.last == "owntracks jane/phone leave")
     }
 
-    @Test("an agent's last will: its subjects go unknown at staleAfter with reason agentOffline, never exit")
-    func lastWill() {
+    /// One row of the last-will table: inputs with the agent that sends them and their time,
+    /// then what a tick at `tick` gives.
+    struct WillCase: CustomStringConvertible, Sendable {
+        var description: String
+        var steps: [(Inbound, String, Double)]
+        /// What the last step gives.
+        var last: [String]
+        var tick: Double
+        var ticked: [String]
+    }
+
+    static let willCases: [WillCase] = [
+        WillCase(
+            description: "the will acts at once: unknown (agentOffline), occupancy 0, no exit; staleAfter adds nothing",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+            ],
+            last: ["state hall v1 unknown agentOffline", "occupancy hall 0"], tick: 11, ticked: []),
+        WillCase(
+            description: "a subject another agent still observes stays as it is",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0), (fix("v1", 0.5, inside), "agent", 0.5),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+            ],
+            last: [], tick: 5, ticked: []),
+        WillCase(
+            description: "back online and seen inside again: the same stay, no second enter",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+                (.agentStatus(AgentStatus(agent: "phone", online: true)), "phone", 2),
+                (fix("v1", 3, inside), "phone", 3),
+            ],
+            last: ["state hall v1 inside", "occupancy hall 1"], tick: 4, ticked: []),
+        WillCase(
+            description: "OwnTracks lwt: the device's subject goes unknown at once; its next location is news",
+            steps: [
+                (fix("owntracks:jane:phone", 0, inside), "owntracks:jane:phone", 0),
+                (
+                    .agentStatus(AgentStatus(agent: "owntracks:jane:phone", online: false)), "owntracks:jane:phone",
+                    1
+                ),
+            ],
+            last: ["state hall owntracks:jane:phone unknown agentOffline", "occupancy hall 0"], tick: 400,
+            ticked: []),
+        WillCase(
+            description: "a repeated will changes nothing",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 2),
+            ],
+            last: [], tick: 3, ticked: []),
+    ]
+
+    @Test(
+        "an agent's last will: its subjects go unknown at once with reason agentOffline, never exit (issue 19)",
+        arguments: willCases)
+    func lastWill(_ row: WillCase) {
         var venue = Self.evaluator(staleAfter: 10)
-        _ = Self.run(&venue, fix("v1", 0, inside), agent: "phone")
-        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: false)), agent: "phone", time: 1)
-        #expect(describe(venue.tick(now: at(5))).isEmpty)
-        #expect(describe(venue.tick(now: at(11))) == ["state hall v1 unknown agentOffline", "occupancy hall 0"])
-        // Back online and seen inside again: the same stay, no second enter.
-        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 12)
+        var last: [String] = []
+        for (input, agent, time) in row.steps { last = Self.run(&venue, input, agent: agent, time: time) }
+        #expect(last.filter { !$0.hasPrefix("owntracks ") && !$0.hasPrefix("place ") } == row.last)
         #expect(
-            Self.run(&venue, fix("v1", 13, inside), agent: "phone") == ["state hall v1 inside", "occupancy hall 1"])
+            describe(venue.tick(now: at(row.tick))).filter { !$0.hasPrefix("state hall v1 unknown stale") }
+                == row.ticked)
+    }
+
+    @Test(
+        "ESPresense: a room place expires after staleAfter on the clock, or at once with its gateways' wills (issue 19)"
+    )
+    func roomPlacesExpire() {
+        var venue = Self.evaluator(staleAfter: 10)
+        let seen = TagReport(
+            gateway: "office", t: at(0),
+            sightings: [TagSighting(subject: "espresense:watch", identity: nil, rssi: -60, tx1m: -59)])
+        #expect(Self.run(&venue, .tags(seen), agent: "office") == ["place espresense:watch office beacon"])
+        #expect(describe(venue.tick(now: at(9))).isEmpty)
+        #expect(describe(venue.tick(now: at(10))) == ["place espresense:watch none "])
+        var again = Self.evaluator(staleAfter: 10)
+        _ = Self.run(&again, .tags(seen), agent: "office")
+        #expect(
+            Self.run(&again, .agentStatus(AgentStatus(agent: "office", online: false)), agent: "office", time: 1) == [
+                "place espresense:watch none "
+            ])
     }
 
     @Test("a subject not heard from goes unknown with reason stale when its agent is online")
