@@ -112,6 +112,35 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test(
+        "capabilities: a gps-only agent's BLE scan is a dead letter (no enter, ranging or place); unknown names refused (issue 19)"
+    )
+    func capabilities() async throws {
+        let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.beacons("gallery", ["uuid": .string(uuid), "major": 3])]))
+        try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.agentStatus("phone-2"), ["online": true, "caps": ["gps"]], retain: true)
+        try await harness.publish(harness.topics.agentStatus("phone-3"), ["online": true, "caps": ["gps", "wifi"]])
+        let scan: JSONValue = [
+            "t": .number(Date().timeIntervalSince1970),
+            "adverts": [["uuid": .string(uuid), "major": 3, "minor": 1, "rssi": -60, "tx": -59]],
+        ]
+        try await harness.publish(harness.topics.ble(agent: "phone-2"), scan)
+        try await harness.waitFor("two dead letters") { _ in harness.messages("deadletter").count == 2 }
+        let letters = harness.messages("deadletter").compactMap(\.json)
+        #expect(letters.allSatisfy { $0["code"] == "capability" })
+        let reasons = letters.compactMap { $0["reason"]?.stringValue }
+        #expect(reasons.contains { $0.contains("caps[1]: 'wifi' is not a capability") })
+        #expect(reasons.contains { $0.contains("announced caps [gps]") && $0.contains("needs 'ble-scan'") })
+        try await harness.settle()
+        #expect(harness.messages("enter").isEmpty)
+        #expect(harness.messages("ranging").isEmpty)
+        #expect(harness.messages("place").isEmpty)
+        await harness.stop()
+    }
+
     @Test("BLE scanner mode: enter with refinement, ranging nearest first; gateway mode: tags located and placed")
     func bleScannerAndGateway() async throws {
         let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"

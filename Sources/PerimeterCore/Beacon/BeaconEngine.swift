@@ -523,10 +523,12 @@ public struct BeaconEngine: Sendable {
     }
 
     /// ``ranging(at:)`` without collecting: `body` gets each report.
-    public mutating func rangeDue(at now: Date, _ body: (RangingReport) -> Void) {
+    /// - Parameter skipping: subjects that get no ranging (their agents cannot range).
+    public mutating func rangeDue(at now: Date, skipping: Set<String> = [], _ body: (RangingReport) -> Void) {
         let time = now.timeIntervalSinceReferenceDate
         for index in scanners.indices {
             guard time - scanners[index].lastRanging >= parameters.rangingInterval - 1e-9,
+                skipping.isEmpty || !skipping.contains(scanners[index].id),
                 scanners[index].regions.contains(where: { $0.membership.state == .inside })
             else { continue }
             rangeSubject(index, at: time, body)

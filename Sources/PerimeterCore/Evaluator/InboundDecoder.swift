@@ -360,8 +360,18 @@ public enum InboundDecoder {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["online", "caps", "mode", "version", "t"])
         guard let online = try reader.bool("online") else { throw reader.missing("online") }
+        let caps = try reader.strings("caps")
+        for (index, name) in (caps ?? []).enumerated() where !AgentStatus.knownCapabilities.contains(name) {
+            throw InboundError(
+                code: "capability", field: "caps[\(index)]",
+                "'\(name.prefix(40))' is not a capability (known: \(AgentStatus.knownCapabilities.joined(separator: ", ")))"
+            )
+        }
+        if let caps, caps.count > AgentStatus.knownCapabilities.count {
+            throw InboundError(code: "capability", field: "caps", "\(caps.count) entries; each capability once")
+        }
         return AgentStatus(
-            agent: agent, online: online, t: try reader.time("t"), capabilities: try reader.strings("caps") ?? [],
+            agent: agent, online: online, t: try reader.time("t"), capabilities: caps,
             mode: try reader.choice("mode", ["scanner", "gateway"]), version: try reader.string("version"))
     }
 

@@ -59,6 +59,8 @@ public struct VenueEvaluator: Sendable {
     private var offline: [String: Date] = [:]
     /// Subjects a gateway located (a room place), and when they were last heard.
     private var located: [String: Date] = [:]
+    /// What each agent that announced `caps` can observe (agents that did not say are not limited).
+    private var capabilities: [String: Set<String>] = [:]
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
@@ -96,6 +98,8 @@ public struct VenueEvaluator: Sendable {
         var homeAssistantTrackers: Set<String>? = nil
         /// Absent from snapshots written before room places expired.
         var located: [String: Date]? = nil
+        /// Absent from snapshots written before capabilities were enforced.
+        var capabilities: [String: Set<String>]? = nil
     }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
@@ -119,7 +123,7 @@ public struct VenueEvaluator: Sendable {
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
             sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers,
-            located: located)
+            located: located, capabilities: capabilities)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -143,6 +147,7 @@ public struct VenueEvaluator: Sendable {
         sessions = snapshot.sessions
         homeAssistantTrackers = snapshot.homeAssistantTrackers ?? []
         located = snapshot.located ?? [:]
+        capabilities = snapshot.capabilities ?? [:]
     }
 
     public var regionCount: Int { regions.count }
@@ -205,6 +210,7 @@ public struct VenueEvaluator: Sendable {
         if let refusal = settings.trust.refusal(of: input, agent: agent, receivedAt: receivedAt) {
             return .failure(refusal)
         }
+        if let refusal = capabilityRefusal(of: input, agent: agent) { return .failure(refusal) }
         switch input {
         case .fix(var fix):
             if let drop = dropped(fix.subject) { return .success([drop]) }
@@ -251,6 +257,7 @@ public struct VenueEvaluator: Sendable {
         case .agentStatus(let status):
             if status.online {
                 offline[status.agent] = nil
+                capabilities[status.agent] = status.capabilities.map(Set.init)
                 return .success([])
             }
             guard offline[status.agent] == nil else { return .success([]) }
@@ -441,6 +448,38 @@ public struct VenueEvaluator: Sendable {
         }
     }
 
+    /// Why an agent's observation is refused by the capabilities it announced: a fix needs
+    /// `gps`, a BLE scan `ble-scan` (Core Location's `isMonitoringAvailable(for:)`).
+    private func capabilityRefusal(of input: Inbound, agent: String?) -> InboundError? {
+        guard let agent, let announced = capabilities[agent] else { return nil }
+        let needed: String
+        switch input {
+        case .fix: needed = "gps"
+        case .beacons, .tags: needed = "ble-scan"
+        default: return nil
+        }
+        guard !announced.contains(needed) else { return nil }
+        return InboundError(
+            code: "capability",
+            "agent '\(agent)' announced caps [\(announced.sorted().joined(separator: ", "))] on its status; this observation needs '\(needed)' (not used)"
+        )
+    }
+
+    /// Subjects whose every observing agent announced capabilities without `ranging`
+    /// (Core Location's `isRangingAvailable()` false): they get no ranging and no beacon place.
+    private func unranged() -> Set<String> {
+        var subjects: Set<String> = []
+        for (agent, caps) in capabilities where !caps.contains("ranging") {
+            for subject in observed[agent] ?? [] {
+                let agents = observers[subject] ?? []
+                if agents.allSatisfy({ capabilities[$0].map { !$0.contains("ranging") } ?? false }) {
+                    subjects.insert(subject)
+                }
+            }
+        }
+        return subjects
+    }
+
     /// An agent's last will (or offline status, or OwnTracks `lwt`): every subject whose
     /// observing agents are now all offline goes `unknown` at once (`agentOffline`), without an
     /// exit; a room place a gateway gave it goes too (nothing live says where it is).
@@ -518,7 +557,8 @@ public struct VenueEvaluator: Sendable {
         outputs += publish(beacons.advance(to: now))
         var ranged: Set<String> = []
         var reports: [RangingReport] = []
-        beacons.rangeDue(at: now) { report in
+        let unranged = capabilities.isEmpty ? [] : unranged()
+        beacons.rangeDue(at: now, skipping: unranged) { report in
             reports.append(report)
             ranged.insert(report.subject)
         }

@@ -490,6 +490,26 @@ struct InboundPayloadTests {
         #expect(report.sightings.count == 256)
     }
 
+    @Test(
+        "status: unknown capability names are refused, naming the entry (issue 19)",
+        arguments: [
+            (
+                #"{"online":true,"caps":["gps","wifi"]}"#,
+                "caps[1]: 'wifi' is not a capability (known: gps, ble-scan, ranging)"
+            ),
+            (#"{"online":true,"caps":["GPS"]}"#, "caps[0]: 'GPS' is not a capability (known: gps, ble-scan, ranging)"),
+            (#"{"online":true,"caps":["gps","gps","gps","gps"]}"#, "caps: 4 entries; each capability once"),
+        ])
+    func unknownCapabilities(payload: String, reason: String) throws {
+        do {
+            let decoded = try decode(status, payload)
+            Issue.record("accepted: \(decoded)")
+        } catch {
+            #expect(error.code == "capability")
+            #expect(error.description == reason)
+        }
+    }
+
     @Test("status: online, capabilities, mode, version, time")
     func agentStatus() throws {
         let decoded = try single(
@@ -790,7 +810,7 @@ private struct Mutator {
 
 @Suite("Inbound decoding survives anything")
 struct InboundFuzzTests {
-    static let codes: Set<String> = ["json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert"]
+    static let codes: Set<String> = ["json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert", "capability"]
 
     @Test("20,000 mutated payloads per route: each decodes or is refused with a known code", arguments: 0..<10)
     func mutatedPayloads(routeIndex: Int) {

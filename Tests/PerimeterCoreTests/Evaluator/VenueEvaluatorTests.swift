@@ -218,6 +218,66 @@ struct VenueEvaluatorTests {
             ])
     }
 
+    struct CapabilityCase: CustomStringConvertible, Sendable {
+        var description: String
+        /// The agent's announced caps (nil: no status).
+        var caps: [String]?
+        var scan: [String]
+        var tick: [String]
+        var fix: [String]
+    }
+
+    static let capabilityCases: [CapabilityCase] = [
+        CapabilityCase(
+            description: "gps only: a BLE scan is refused (no enter, ranging or place); fixes are used", caps: ["gps"],
+            scan: ["rejected capability"], tick: [],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone", "place phone hall gps"]),
+        CapabilityCase(
+            description: "ble-scan without ranging: monitoring, no ranging and no beacon place; fixes refused",
+            caps: ["ble-scan"], scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"], tick: [],
+            fix: ["rejected capability"]),
+        CapabilityCase(
+            description: "all three", caps: ["gps", "ble-scan", "ranging"],
+            scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"],
+            tick: ["ranging lobby phone 1", "place phone lobby beacon"],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone"]),
+        CapabilityCase(
+            description: "no status: nothing is limited", caps: nil,
+            scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"],
+            tick: ["ranging lobby phone 1", "place phone lobby beacon"],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone"]),
+    ]
+
+    @Test(
+        "capabilities: an agent gets from its observations only what its caps announce (issue 19)",
+        arguments: capabilityCases)
+    func capabilities(_ row: CapabilityCase) {
+        var venue = Self.evaluator()
+        if let caps = row.caps {
+            #expect(
+                Self.run(
+                    &venue, .agentStatus(AgentStatus(agent: "phone", online: true, capabilities: caps)), agent: "phone")
+                    == [])
+        }
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        let report = BeaconReport(
+            agent: "phone", t: at(0),
+            sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)])
+        #expect(Self.run(&venue, .beacons(report), agent: "phone") == row.scan)
+        #expect(describe(venue.tick(now: at(0.5))) == row.tick)
+        #expect(Self.run(&venue, fix("phone", 1, inside), agent: "phone", time: 1) == row.fix)
+    }
+
+    @Test("capabilities: a later status without caps lifts the limit")
+    func capabilitiesLifted() {
+        var venue = Self.evaluator()
+        _ = Self.run(
+            &venue, .agentStatus(AgentStatus(agent: "phone", online: true, capabilities: ["ble-scan"])), agent: "phone")
+        #expect(Self.run(&venue, fix("phone", 0, inside), agent: "phone") == ["rejected capability"])
+        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 1)
+        #expect(Self.run(&venue, fix("phone", 1, inside), agent: "phone", time: 1).first == "state hall phone inside")
+    }
+
     @Test("a subject not heard from goes unknown with reason stale when its agent is online")
     func stale() {
         var venue = Self.evaluator(staleAfter: 10)
