@@ -793,6 +793,13 @@ final class EvaluatorRuntime {
                 stats.privacyDrops[reason, default: 0] += 1
                 metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "dropped"])
                 item.forget = true
+            case .unrecordedSubject(let subject, let reason):
+                logger.notice(
+                    "observations of a subject with no authorization record are dropped (privacy.defaultStatus); publish subjects/{subject}/authorization to let them through",
+                    metadata: [
+                        "venue": .string(venue), "subject.id": .string(subject), "reason": .string(reason),
+                        "mqtt.topic": .string(topics.diagnostics(subject: subject)),
+                    ])
             case .erased(let subject, _):
                 // Its rows go too: states, journal and outbox rows that name it.
                 item.erased.append(subject)

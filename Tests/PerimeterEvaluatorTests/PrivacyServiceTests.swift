@@ -236,6 +236,50 @@ struct PrivacyServiceTests {
         await harness.stop()
     }
 
+    @Test(
+        "temporary full accuracy: the request, the grant to one session, its end with the session; an unrecorded subject is told (issue 19)"
+    )
+    func temporaryFullAccuracy() async throws {
+        let harness = try await Self.start(sessions: [], clock: ManualClock(Date()))
+        let root = "perimeter/v1/test/sessions"
+        try await Self.authorize(harness, "eve", ["status": "always", "accuracy": "reduced"])
+        try await harness.publish(
+            "\(root)/nav/1", ["subjects": ["eve"], "level": "always", "fullAccuracyPurpose": "Navigation"],
+            retain: true)
+        try await harness.waitFor("the request for eve") { messages in
+            messages.contains {
+                $0.topic.hasSuffix("/eve/prompt") && $0.json?["request"] == "temporaryFullAccuracy"
+                    && $0.json?["session"] == "nav/1" && $0.json?["purpose"] == "Navigation"
+            }
+        }
+        try await Self.authorize(
+            harness, "eve", ["status": "always", "accuracy": "reduced", "temporaryFullAccuracy": "nav/1"])
+        try await Self.pass(harness, 0.1)
+        try await Self.at(harness, "eve", lat: 48.861)  // in the 12 m cafe: needs full accuracy
+        try await harness.waitFor("eve enters the cafe") { _ in Self.events(harness, "eve").contains("enter cafe") }
+        let enter = harness.transitions.first { $0["subject"] == "eve" && $0["region"] == "cafe" }
+        #expect(enter?["fix"]?["acc"] == 3, "not coarsened while the grant lasts")
+        #expect(Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == true)
+        try await harness.publish("\(root)/nav/1", text: "", retain: true)
+        try await harness.waitFor("the grant ends with the session") { messages in
+            messages.contains {
+                $0.topic == harness.topics.authorization(subject: "eve") && $0.json?["temporary"] == false
+                    && $0.json?["accuracy"] == "reduced" && $0.json?["temporaryFullAccuracy"] == nil
+            }
+        }
+        try await harness.waitFor("reduced again") { _ in
+            Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == false
+        }
+
+        try await Self.at(harness, "zed", lat: 48.86)  // no authorization record: dropped, but told
+        try await harness.waitFor("zed's diagnostics") { _ in
+            Self.diagnostics(harness, "zed")?["authorizationRecordMissing"] == true
+        }
+        #expect(Self.diagnostics(harness, "zed")?["status"] == "notDetermined")
+        #expect(Self.events(harness, "zed").isEmpty)
+        await harness.stop()
+    }
+
     @Test("perimeter subjects show and erase: erase leaves no retained topic behind")
     func erase() async throws {
         let harness = try await Self.start()

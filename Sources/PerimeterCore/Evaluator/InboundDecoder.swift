@@ -416,13 +416,31 @@ public enum InboundDecoder {
         "notDetermined", "denied", "restricted", "whenInUse", "always", "provisionalAlways",
     ]
 
-    /// `{status, accuracy?, temporary?}`, checked and passed through as it is.
+    /// `{status, accuracy?, temporary?, temporaryFullAccuracy?}`, checked and passed through as it is.
+    /// Allow once (`temporary: true`) exists only with `whenInUse`; a temporary full-accuracy
+    /// grant names the session (`consumer/session`) it was granted to and needs `accuracy: reduced`.
     static func authorization(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
-        try reader.onlyKnown(["status", "accuracy", "temporary"])
-        guard try reader.choice("status", authorizationStatuses) != nil else { throw reader.missing("status") }
-        _ = try reader.choice("accuracy", ["full", "reduced"])
-        _ = try reader.bool("temporary")
+        try reader.onlyKnown(["status", "accuracy", "temporary", "temporaryFullAccuracy"])
+        guard let status = try reader.choice("status", authorizationStatuses) else { throw reader.missing("status") }
+        let accuracy = try reader.choice("accuracy", ["full", "reduced"])
+        if try reader.bool("temporary") == true, status != "whenInUse" {
+            throw reader.schema(
+                "temporary",
+                "allow once (temporary: true) exists only with status whenInUse; with '\(status)' it means nothing")
+        }
+        if let session = try reader.string("temporaryFullAccuracy") {
+            let levels = session.split(separator: "/", omittingEmptySubsequences: false)
+            guard levels.count == 2, levels.allSatisfy({ FieldReader.topicSafetyProblem(String($0)) == nil }) else {
+                throw reader.schema(
+                    "temporaryFullAccuracy", "expected the session it was granted to, 'consumer/session'")
+            }
+            guard accuracy == "reduced" else {
+                throw reader.schema(
+                    "temporaryFullAccuracy",
+                    "a temporary full-accuracy grant needs accuracy 'reduced' (full needs none)")
+            }
+        }
         return json
     }
 

@@ -213,7 +213,7 @@ public struct VenueEvaluator: Sendable {
         if let refusal = capabilityRefusal(of: input, agent: agent) { return .failure(refusal) }
         switch input {
         case .fix(var fix):
-            if let drop = dropped(fix.subject) { return .success([drop]) }
+            if let drop = dropped(fix.subject) { return .success([drop] + toldUnrecorded(fix.subject, at: receivedAt)) }
             fix = privacy.coarsen(fix)
             switch geofences.process(fix) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
@@ -231,7 +231,7 @@ public struct VenueEvaluator: Sendable {
                 }
                 report.sightings = kept
             } else if let drop = dropped(report.subject ?? report.agent) {
-                return .success([drop])
+                return .success([drop] + toldUnrecorded(report.subject ?? report.agent, at: receivedAt))
             }
             switch beacons.process(report) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
@@ -404,6 +404,14 @@ public struct VenueEvaluator: Sendable {
         return .privacyDrop(subject: subject, reason: reason)
     }
 
+    /// The first drop of a subject without an authorization record is not silent: its
+    /// diagnostics (`authorizationRecordMissing`) and a line in the service's log. (Not for the
+    /// tags a gateway hears: those are anyone's beacons, and each would leave a retained topic.)
+    private mutating func toldUnrecorded(_ subject: String, at t: Date) -> [EvaluatorOutput] {
+        guard let told = privacy.noteUnrecorded(subject, at: t) else { return [] }
+        return [.unrecordedSubject(subject: subject, reason: privacy.refusal(of: subject) ?? "")] + apply(told, at: t)
+    }
+
     /// What the privacy gate decided, as outputs. A subject it no longer allows is forgotten
     /// by the engines: its states read `unmonitored`, its place goes.
     private mutating func apply(_ gated: [PrivacyOutput], at t: Date) -> [EvaluatorOutput] {
@@ -414,6 +422,8 @@ public struct VenueEvaluator: Sendable {
             case .notifySelf(let event): outputs.append(.selfNotification(event))
             case .diagnostics(let subject, let value): outputs.append(.diagnostics(subject: subject, value))
             case .prompt(let subject): outputs.append(.prompt(subject: subject))
+            case .fullAccuracyRequest(let subject, let session, let purpose):
+                outputs.append(.fullAccuracyRequest(subject: subject, session: session, purpose: purpose))
             case .authorization(let subject, let record):
                 authorization[subject] = record.json
                 outputs.append(.authorization(subject: subject, record))

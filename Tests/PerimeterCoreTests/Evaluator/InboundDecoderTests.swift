@@ -510,6 +510,37 @@ struct InboundPayloadTests {
         }
     }
 
+    @Test(
+        "authorization: allow once only with whenInUse; a temporary full-accuracy grant names a session and needs reduced (issue 19)",
+        arguments: [
+            (
+                #"{"status":"always","temporary":true}"#,
+                "temporary: allow once (temporary: true) exists only with status whenInUse; with 'always' it means nothing"
+            ),
+            (
+                #"{"status":"always","accuracy":"full","temporaryFullAccuracy":"nav/1"}"#,
+                "temporaryFullAccuracy: a temporary full-accuracy grant needs accuracy 'reduced' (full needs none)"
+            ),
+            (
+                #"{"status":"always","accuracy":"reduced","temporaryFullAccuracy":"nav"}"#,
+                "temporaryFullAccuracy: expected the session it was granted to, 'consumer/session'"
+            ),
+        ])
+    func authorizationRefused(payload: String, reason: String) throws {
+        do {
+            let decoded = try decode(.authorization(venue: "museum", subject: "ann"), payload)
+            Issue.record("accepted: \(decoded)")
+        } catch {
+            #expect(error.code == "schema")
+            #expect(error.description == reason)
+        }
+        #expect(
+            try decode(
+                .authorization(venue: "museum", subject: "ann"),
+                #"{"status":"whenInUse","accuracy":"reduced","temporary":true,"temporaryFullAccuracy":"nav/1"}"#
+            ).count == 1)
+    }
+
     @Test("status: online, capabilities, mode, version, time")
     func agentStatus() throws {
         let decoded = try single(
@@ -810,7 +841,9 @@ private struct Mutator {
 
 @Suite("Inbound decoding survives anything")
 struct InboundFuzzTests {
-    static let codes: Set<String> = ["json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert", "capability"]
+    static let codes: Set<String> = [
+        "json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert", "capability",
+    ]
 
     @Test("20,000 mutated payloads per route: each decodes or is refused with a known code", arguments: 0..<10)
     func mutatedPayloads(routeIndex: Int) {

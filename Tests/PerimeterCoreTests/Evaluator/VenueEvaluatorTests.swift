@@ -38,8 +38,10 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
             "owntracks \(user)/\(device) \(payload["event"]?.stringValue ?? "?")"
         case .diagnostics: nil
         case .prompt(let subject): "prompt \(subject)"
+        case .fullAccuracyRequest(let subject, let session, _): "fullAccuracyRequest \(subject) \(session)"
         case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
         case .privacyDrop(let subject, let reason): "dropped \(subject) \(reason)"
+        case .unrecordedSubject(let subject, _): "unrecorded \(subject)"
         case .erased(let subject, let regions): "erased \(subject) \(regions.joined(separator: ","))"
         case .shown(let subject, _): "shown \(subject)"
         case .selfNotification(let event): "self \(event.kind.rawValue) \(event.region) \(event.subject)"
@@ -276,6 +278,28 @@ struct VenueEvaluatorTests {
         #expect(Self.run(&venue, fix("phone", 0, inside), agent: "phone") == ["rejected capability"])
         _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 1)
         #expect(Self.run(&venue, fix("phone", 1, inside), agent: "phone", time: 1).first == "state hall phone inside")
+    }
+
+    @Test(
+        "a subject with no authorization record: its first dropped observation is told (diagnostics, log), later ones counted (issue 19)"
+    )
+    func unrecordedSubject() {
+        var settings = VenueSettings(id: "museum")
+        settings.trust.reporters = [try! ReporterRule.make(agent: "phone", subjects: ["*"]).get()]
+        var venue = VenueEvaluator(settings: settings, regions: [hall])
+        #expect(
+            Self.run(&venue, fix("v9", 0, inside), agent: "phone") == [
+                "dropped v9 authorizationNotDetermined", "unrecorded v9",
+            ])
+        #expect(
+            Self.run(&venue, fix("v9", 1, inside), agent: "phone", time: 1) == ["dropped v9 authorizationNotDetermined"]
+        )
+        let outputs = try! venue.handle(fix("v8", 2, inside), agent: "phone", receivedAt: at(2)).get()
+        let diagnostics = outputs.compactMap { output -> JSONValue? in
+            if case .diagnostics("v8", let value) = output { return value }
+            return nil
+        }
+        #expect(diagnostics.first?["authorizationRecordMissing"] == true)
     }
 
     @Test("a subject not heard from goes unknown with reason stale when its agent is online")
