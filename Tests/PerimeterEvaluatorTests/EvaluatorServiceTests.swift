@@ -141,6 +141,29 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test("a region shrunk on regions/{id} re-decides who is inside: exit and occupancy 0 at once (issue 19)")
+    func regionShrunk() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.gps(agent: "phone-5"),
+            [
+                "t": .number(Date().timeIntervalSince1970), "lat": .number(48.86 + 20 / 111_320.0), "lon": 2.336,
+                "acc": 3,
+            ])
+        try await harness.waitFor("enter hall") { $0.contains { $0.topic.hasSuffix("/enter/hall/phone-5") } }
+        try await harness.publish(
+            harness.topics.region("hall"), Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 10), retain: true)
+        try await harness.waitFor("exit hall") { $0.contains { $0.topic.hasSuffix("/exit/hall/phone-5") } }
+        let exit = try #require(harness.messages("exit").first?.json)
+        #expect(exit["source"] == "regionChanged")
+        try await harness.waitFor("occupancy 0") { messages in
+            messages.last { $0.topic == harness.topics.occupancy(region: "hall") }?.json?["count"] == 0
+        }
+        await harness.stop()
+    }
+
     @Test("BLE scanner mode: enter with refinement, ranging nearest first; gateway mode: tags located and placed")
     func bleScannerAndGateway() async throws {
         let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"

@@ -582,8 +582,9 @@ public struct VenueEvaluator: Sendable {
 
     // MARK: - Regions
 
-    /// Adds or changes a region without a restart: states are kept (no enter/exit storm); the
-    /// next observation of each subject re-evaluates them.
+    /// Adds or changes a region without a restart. A changed geographic region re-decides the
+    /// subjects that have a state for it against their last fix (a shrink gives exits and the
+    /// occupancy at once); a new one waits for each subject's next observation.
     /// A new region's occupancy is published at once (0, or whoever the evaluator already
     /// counts in it), so that a consumer sees 0 for a region nobody has entered, not nothing.
     public mutating func upsert(_ region: Region, at t: Date) -> [EvaluatorOutput] {
@@ -592,8 +593,16 @@ public struct VenueEvaluator: Sendable {
             outputs = remove(regionID: region.id, at: t)
         }
         let isNew = regions[region.id] == nil
+        let changed = regions[region.id] != region
         regions[region.id] = region
         if region.isGeographic { geofences.upsert(region) } else { beacons.upsert(region) }
+        // A changed shape re-decides at once the subjects with a state for it, against their
+        // last fix: a region shrunk away from someone gives the exit and occupancy now.
+        if region.isGeographic && !isNew && changed {
+            let events = geofences.reevaluate(regionID: region.id, at: t)
+            outputs += publish(events)
+            for subject in Set(events.map(\.subject)).sorted() { outputs += updatePlace(of: subject, at: t) }
+        }
         if isNew { outputs.append(.occupancy(region: region.id, count: inside[region.id]?.count ?? 0, t: t)) }
         return Self.coalescingOccupancy(outputs + homeAssistantConfigs(of: region))
     }

@@ -338,11 +338,41 @@ public struct GeofenceEngine: Sendable {
 
     // MARK: - Regions
 
-    /// Adds or replaces a region. States for it are kept; the next fix re-evaluates them.
+    /// Adds or replaces a region. States for it are kept; ``reevaluate(regionID:at:)`` re-decides them.
     public mutating func upsert(_ region: Region) {
         guard region.isGeographic else { return }
         index.upsert(region)
         maxExitBuffer = max(maxExitBuffer, region.exitBuffer)
+    }
+
+    /// Re-decides, against each subject's last fix, the state of every subject that has one
+    /// for `regionID` (after the region changed shape): a region shrunk away from a subject
+    /// gives its exit now, dated `t`, with `source: "regionChanged"`, instead of waiting for the
+    /// subject's next fix. Unknown and unmonitored states, and subjects whose last fix is stale,
+    /// stay as they are; delays apply as for a fix.
+    public mutating func reevaluate(regionID: String, at t: Date) -> [RegionEvent] {
+        guard let region = index[regionID] else { return [] }
+        var events: [RegionEvent] = []
+        for subject in subjects.keys.sorted() {
+            guard var track = subjects[subject], !track.stale, let fix = track.lastFix,
+                var membership = track.memberships[regionID],
+                membership.state == .inside || membership.state == .outside
+            else { continue }
+            if let schedule = region.region.schedule, !schedule.isActive(at: t, calendar: calendar) { continue }
+            guard region.region.applies(to: subject),
+                let classification = classify(fix, accuracy: fix.accuracy ?? 0, in: region),
+                classification != membership.heading
+            else { continue }
+            let at = max(t, track.lastEmitted ?? t)
+            let produced = membership.observe(
+                classification, at: at, evidence: Evidence(fix: fix, source: "regionChanged"),
+                context(region.region, subject))
+            track.memberships[regionID] = membership
+            if let last = produced.last { track.lastEmitted = max(track.lastEmitted ?? last.t, last.t) }
+            subjects[subject] = track
+            events += produced
+        }
+        return events
     }
 
     /// Removes a region; every subject with a state for it gets `unmonitored`.

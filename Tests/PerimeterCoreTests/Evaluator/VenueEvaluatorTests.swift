@@ -344,6 +344,55 @@ struct VenueEvaluatorTests {
         #expect(reloaded.region("lobby") != nil)
     }
 
+    static func hallOf(radius: Double) -> Region {
+        region(
+            #"{"type":"Feature","id":"hall","properties":{"radius":\#(radius),"place":true},"geometry":{"type":"Point","coordinates":[2.336,48.86]}}"#
+        )
+    }
+
+    struct ShapeCase: CustomStringConvertible, Sendable {
+        var description: String
+        /// Metres north of the hall's centre of v1's last fix.
+        var north: Double
+        var radius: Double
+        var expected: [String]
+        /// Ticks past staleAfter first.
+        var stale = false
+    }
+
+    static let shapeCases: [ShapeCase] = [
+        ShapeCase(
+            description: "shrunk away from a subject inside: exit and occupancy at once", north: 20, radius: 10,
+            expected: ["state hall v1 outside", "occupancy hall 0", "exit hall v1", "place v1 none "]),
+        ShapeCase(description: "shrunk, the subject still inside: nothing", north: 5, radius: 15, expected: []),
+        ShapeCase(
+            description: "grown over a subject outside: enter", north: 60, radius: 100,
+            expected: ["state hall v1 inside", "occupancy hall 1", "enter hall v1", "place v1 hall gps"]),
+        ShapeCase(description: "the same shape again: nothing", north: 20, radius: 30, expected: []),
+        ShapeCase(
+            description: "a stale subject stays unknown until its next fix", north: 20, radius: 10, expected: [],
+            stale: true),
+    ]
+
+    @Test(
+        "a changed region re-decides its subjects against their last fix (issue 19: occupancy after a shrink)",
+        arguments: shapeCases)
+    func regionChanged(_ row: ShapeCase) {
+        var venue = Self.evaluator([Self.hallOf(radius: 30)], staleAfter: 100)
+        let position = GeoPoint(lon: 2.336, lat: 48.86 + row.north / 111_320)
+        _ = Self.run(&venue, fix("v1", 0, position), agent: "phone")
+        if row.stale { _ = venue.tick(now: at(200)) }
+        let changed = venue.upsert(Self.hallOf(radius: row.radius), at: at(300))
+        #expect(describe(changed) == row.expected)
+        if let exit = changed.first(where: { if case .event(let e) = $0 { e.kind == .exit } else { false } }),
+            case .event(let event) = exit
+        {
+            #expect(event.source == "regionChanged")
+            #expect(event.t == at(300))
+        }
+        #expect(venue.occupants(of: "hall").count == (venue.state(subject: "v1", region: "hall") == .inside ? 1 : 0))
+    }
+
     @Test("preferences: the chosen default place answers when nothing live does")
     func defaultPlace() {
         var venue = Self.evaluator()
