@@ -472,7 +472,7 @@ final class EvaluatorRuntime {
             group.addTask { [clock, tick = configuration.tickInterval] in
                 while true {
                     try await clock.sleep(seconds: tick)
-                    wake.yield(.tick)
+                    wake.yield(.tick(clock.now))
                 }
             }
             group.addTask { [clock, interval = configuration.statsInterval] in
@@ -503,7 +503,7 @@ final class EvaluatorRuntime {
                 if Task.isCancelled { break }
                 switch reason {
                 case .work: workPending.store(false, ordering: .releasing)
-                case .tick: try journalTicks()
+                case .tick(let fired): try journalTicks(fired: fired)
                 case .stats:
                     await publishStats(client, journal: journal)
                     if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
@@ -530,7 +530,8 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case work, tick, stats, reload, lease, reconnected }
+    /// A tick carries the moment its timer fired.
+    enum Wake { case work, tick(Date), stats, reload, lease, reconnected }
 
     /// Home Assistant discovery as configured now, for the regions and subjects the state
     /// already holds (discovery just turned on, its settings changed, or turned off): committed
@@ -645,14 +646,19 @@ final class EvaluatorRuntime {
         return filters
     }
 
-    /// Journals a tick for every venue, at the service's clock; a tick that changes nothing is
-    /// dropped again when processed.
-    private func journalTicks() throws {
+    /// Journals a tick for every venue, dated when its timer fired (the service's clock); a
+    /// tick that changes nothing is dropped again when processed.
+    ///
+    /// Dated when it fired, not when the processor got to it: ticks taken after a busy drain
+    /// came 0.3 s late and the next on time, 0.7 s after it, and ranging (at most once a
+    /// second) skipped every such tick — 6 reports in 10 s with scans at 1 Hz (issue 19).
+    private func journalTicks(fired: Date) throws {
         let now = clock.now
+        let time = min(fired, now)
         for venue in venueIDs.sorted() {
             _ = try inTurn {
                 try store.journal(
-                    .tick, topic: venue, payload: Array(String(now.timeIntervalSince1970).utf8), received: now)
+                    .tick, topic: venue, payload: Array(String(time.timeIntervalSince1970).utf8), received: now)
             }
         }
     }

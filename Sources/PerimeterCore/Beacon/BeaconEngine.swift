@@ -19,7 +19,8 @@ public struct BeaconParameters: Sendable, Hashable {
     public var smoothing: RSSISmoothing
     public var distanceModel: DistanceModel
     public var calibration: BeaconCalibration
-    /// Ranging reports for a subject come at most this often.
+    /// Ranging reports for a subject come about this often: a report is due once this much
+    /// time, less a tenth of it (the jitter of the ticks that ask), has passed since the last.
     public var rangingInterval: TimeInterval
     /// Gateway mode: how far back the sightings of a tag count for its position.
     public var centroidWindow: TimeInterval
@@ -513,7 +514,8 @@ public struct BeaconEngine: Sendable {
     // MARK: - Ranging
 
     /// Ranging reports due at `now`: for every subject inside a beacon region whose last report
-    /// is at least `rangingInterval` old, one report per region it is inside, listing the
+    /// is about `rangingInterval` old and whose scanner sent a scan within five intervals, one
+    /// report per region it is inside, listing the
     /// region's beacons heard within `beaconExitTimeout`, nearest first, unknown last. Taking a
     /// report starts the next "since the last report" window.
     public mutating func ranging(at now: Date) -> [RangingReport] {
@@ -527,13 +529,20 @@ public struct BeaconEngine: Sendable {
     public mutating func rangeDue(at now: Date, skipping: Set<String> = [], _ body: (RangingReport) -> Void) {
         let time = now.timeIntervalSinceReferenceDate
         for index in scanners.indices {
-            guard time - scanners[index].lastRanging >= parameters.rangingInterval - 1e-9,
+            // The ticks asking are about an interval apart, never exactly: with no tolerance,
+            // every tick a little under a second after the last report skipped a whole second.
+            guard time - scanners[index].lastRanging >= parameters.rangingInterval * 0.9,
+                // A scanner silent this long is not ranging: no more empty reports every second.
+                time - scanners[index].lastReport <= Self.silentAfter(parameters.rangingInterval),
                 skipping.isEmpty || !skipping.contains(scanners[index].id),
                 scanners[index].regions.contains(where: { $0.membership.state == .inside })
             else { continue }
             rangeSubject(index, at: time, body)
         }
     }
+
+    /// How long a scanner may send no scan and still be ranged: five ranging intervals.
+    static func silentAfter(_ rangingInterval: TimeInterval) -> TimeInterval { 5 * rangingInterval }
 
     private mutating func rangeSubject(_ index: Int, at time: Double, _ body: (RangingReport) -> Void) {
         let now = Date(timeIntervalSinceReferenceDate: time)
