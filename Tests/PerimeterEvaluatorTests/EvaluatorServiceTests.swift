@@ -303,7 +303,9 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
-    @Test("live region changes: a new region is monitored, a removed one is unmonitored, never exited")
+    @Test(
+        "live region changes: a new region is monitored, a moved one re-decides its subjects at once, a removed one is unmonitored, never exited"
+    )
     func liveRegions() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]))
         try await harness.startEvaluator()
@@ -313,19 +315,14 @@ struct EvaluatorServiceTests {
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t), "lat": 48.86, "lon": 2.336, "acc": 3])
         try await harness.waitFor("enter kiosk") { $0.contains { $0.topic.hasSuffix("/enter/kiosk/v1") } }
-        // Moving the region away changes nothing until the next fix: no exit storm.
+        // Moving the region away re-decides v1 against its last fix at once (issue 19): the exit.
         try await harness.publish(
             harness.topics.region("kiosk"), Venue.circle("kiosk", lat: 48.87, lon: 2.336, radius: 30), retain: true)
-        // A later marker proves the move was processed: another subject enters where kiosk is now.
-        try await harness.publish(
-            harness.topics.gps(agent: "marker"), ["t": .number(t + 1), "lat": 48.87, "lon": 2.336, "acc": 3])
-        try await harness.waitFor("the marker enters the moved kiosk") {
-            $0.contains { $0.topic.hasSuffix("/enter/kiosk/marker") }
-        }
-        #expect(harness.messages("exit").isEmpty)
+        try await harness.waitFor("exit kiosk after the move") { $0.contains { $0.topic.hasSuffix("/exit/kiosk/v1") } }
+        #expect(harness.messages("exit").first?.json?["source"] == "regionChanged")
+        // The next fix at the same place changes nothing more.
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t + 5), "lat": 48.86, "lon": 2.336, "acc": 3])
-        try await harness.waitFor("exit kiosk after the move") { $0.contains { $0.topic.hasSuffix("/exit/kiosk/v1") } }
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t + 10), "lat": 48.87, "lon": 2.336, "acc": 3])
         try await harness.waitFor("enter again") { $0.filter { $0.topic.hasSuffix("/enter/kiosk/v1") }.count == 2 }
