@@ -710,6 +710,28 @@ final class EvaluatorRuntime {
                 }
                 processed.append(item)
             }
+            // A retained topic set earlier in this group is not in the store yet: an erasure later
+            // in the group clears those naming its subject too.
+            for (index, item) in processed.enumerated() where !item.erased.isEmpty {
+                guard let venue = item.venue, let root = topics[venue]?.root else { continue }
+                let levels = Set(item.erased.map(Topics.level))
+                var clears: [String] = []
+                for earlier in processed[..<index] {
+                    for message in earlier.messages where message.retain && message.topic.hasPrefix(root + "/") {
+                        let named = message.topic.dropFirst(root.count + 1).split(separator: "/").contains {
+                            levels.contains(String($0))
+                        }
+                        if named && !clears.contains(message.topic)
+                            && !item.messages.contains(where: { $0.topic == message.topic })
+                        {
+                            clears.append(message.topic)
+                        }
+                    }
+                }
+                processed[index].messages += clears.map {
+                    OutboundMessage(topic: $0, payload: [], qos: 1, retain: true)
+                }
+            }
             Self.coalesceRetained(&processed)
             let acknowledged = publisher?.takeAcknowledged() ?? OutboxPublisher.Acknowledged()
             let now = clock.now
@@ -809,6 +831,13 @@ final class EvaluatorRuntime {
             case .erased(let subject, _):
                 // Its rows go too: states, journal and outbox rows that name it.
                 item.erased.append(subject)
+                // Every retained topic under the venue naming it is cleared, not only those the
+                // core still knew of (an `unmonitored` state of a region its membership left).
+                let named = (try? store.retainedTopics(under: topics.root, naming: Topics.level(subject))) ?? []
+                let cleared = Set(output.messages(topics: topics).map(\.topic))
+                item.messages += named.filter { !cleared.contains($0) }.map {
+                    OutboundMessage(topic: $0, payload: [], qos: 1, retain: true)
+                }
                 snapshotSoon = true
                 logger.notice("subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
             case .event(let event):

@@ -171,6 +171,8 @@ public struct BeaconEngine: Sendable {
     /// Sequence numbers of removed regions' memberships (region → subject → seq): a region
     /// removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
+    /// How many subjects were erased: memberships begun since carry it in their ids.
+    private var erasures = 0
 
     struct HeardBeacon: Sendable, Codable {
         var identity: BeaconIdentity
@@ -234,12 +236,14 @@ public struct BeaconEngine: Sendable {
         var generation: Int
         var retired: [String: [String: Int]]
         var locator: GatewayLocator.Snapshot
+        /// Absent from snapshots written before erasure epochs.
+        var erasures: Int? = nil
     }
 
     public var snapshot: Snapshot {
         Snapshot(
             regions: matcher.slotted, scanners: scanners, generation: generation, retired: retired,
-            locator: locator.snapshot)
+            locator: locator.snapshot, erasures: erasures)
     }
 
     /// An engine exactly where the snapshotted one stood.
@@ -250,6 +254,7 @@ public struct BeaconEngine: Sendable {
         for (index, scanner) in scanners.enumerated() { scannerByID[scanner.id] = index }
         generation = snapshot.generation
         retired = snapshot.retired
+        erasures = snapshot.erasures ?? 0
         locator = GatewayLocator(restoring: snapshot.locator, parameters: parameters)
     }
 
@@ -392,9 +397,8 @@ public struct BeaconEngine: Sendable {
     private mutating func regionState(_ slot: Int32, subject: Int) -> Int {
         if let found = scanners[subject].regions.firstIndex(where: { $0.slot == slot }) { return found }
         var state = RegionState(slot: slot)
-        if let id = matcher.regionID(slot: Int(slot)), let seq = retired[id]?[scanners[subject].id] {
-            state.membership = Membership(seq: seq)
-        }
+        let seq = matcher.regionID(slot: Int(slot)).flatMap { retired[$0]?[scanners[subject].id] } ?? 0
+        state.membership = Membership(seq: seq, epoch: erasures)
         scanners[subject].regions.append(state)
         return scanners[subject].regions.count - 1
     }
@@ -479,6 +483,26 @@ public struct BeaconEngine: Sendable {
             scanners[index].lastReport = -Double.infinity
             scanners[index].lastRanging = -Double.infinity
         }
+        return events
+    }
+
+    /// Erases a subject: its scanner entry goes entirely (reports, ranging times, beacons), and
+    /// every sequence number it had; the next memberships anyone begins carry the new erasure
+    /// count in their ids. Gateway-mode tags named by it go too.
+    public mutating func erase(subject: String, at t: Date) -> [RegionEvent] {
+        let events = forget(subject: subject, at: t, reason: "erased")
+        if let index = scannerByID.removeValue(forKey: subject) {
+            scanners.remove(at: index)
+            for (position, scanner) in scanners.enumerated() where position >= index {
+                scannerByID[scanner.id] = position
+            }
+        }
+        for region in retired.keys.sorted() {
+            retired[region]?[subject] = nil
+            if retired[region]?.isEmpty == true { retired[region] = nil }
+        }
+        locator.forget(tag: subject)
+        erasures += 1
         return events
     }
 

@@ -312,8 +312,8 @@ public struct VenueEvaluator: Sendable {
     /// place, preferences, privacy records, held events; occupancy drops it. The service then
     /// clears its retained topics and its rows.
     public mutating func erase(_ subject: String, at t: Date) -> [EvaluatorOutput] {
-        var events = geofences.forget(subject: subject, at: t, reason: "erased")
-        events += beacons.forget(subject: subject, at: t, reason: "erased")
+        var events = geofences.erase(subject: subject, at: t)
+        events += beacons.erase(subject: subject, at: t)
         var outputs: [EvaluatorOutput] = []
         for region in inside.keys.sorted() where inside[region]!.remove(subject) != nil {
             outputs.append(.occupancy(region: region, count: inside[region]!.count, t: t))
@@ -325,6 +325,10 @@ public struct VenueEvaluator: Sendable {
         authorization[subject] = nil
         usage[subject] = nil
         for agent in observers.removeValue(forKey: subject) ?? [] { observed[agent]?.remove(subject) }
+        // The subject may be an agent too (a phone is both): what it observed and its status go.
+        for other in observed.removeValue(forKey: subject) ?? [] { observers[other]?.remove(subject) }
+        offline[subject] = nil
+        capabilities[subject] = nil
         privacy.erase(subject)
         outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
         return outputs

@@ -62,6 +62,8 @@ public struct GeofenceEngine: Sendable {
     /// Sequence numbers of removed regions' memberships, by region then subject, so that a
     /// region removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
+    /// How many subjects were erased: memberships begun since carry it in their ids.
+    private var erasures = 0
     /// The largest `exitBuffer` of any region, so candidate searches reach far enough.
     private var maxExitBuffer: Double
     private let calendar: Calendar
@@ -91,13 +93,28 @@ public struct GeofenceEngine: Sendable {
     public struct Snapshot: Sendable, Codable {
         var subjects: [String: Track]
         var retired: [String: [String: Int]]
+        /// Absent from snapshots written before erasure epochs.
+        var erasures: Int? = nil
     }
 
-    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired) }
+    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired, erasures: erasures) }
 
     public mutating func restore(_ snapshot: Snapshot) {
         subjects = snapshot.subjects
         retired = snapshot.retired
+        erasures = snapshot.erasures ?? 0
+    }
+
+    /// Erases a subject: its track and every sequence number it had (nothing naming it is
+    /// kept); the next memberships anyone begins carry the new erasure count in their ids.
+    public mutating func erase(subject: String, at t: Date) -> [RegionEvent] {
+        let events = forget(subject: subject, at: t, reason: "erased")
+        for region in retired.keys.sorted() {
+            retired[region]?[subject] = nil
+            if retired[region]?.isEmpty == true { retired[region] = nil }
+        }
+        erasures += 1
+        return events
     }
 
     /// The confirmed state of `subject` for `region` (`unknown` when never evaluated).
@@ -159,7 +176,7 @@ public struct GeofenceEngine: Sendable {
         for id in candidates.keys.sorted() {
             let region = candidates[id]!
             guard region.region.applies(to: fix.subject) else { continue }
-            var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0)
+            var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0, epoch: erasures)
             let isNew = track.memberships[id] == nil
             let context = context(region.region, fix.subject)
             if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {

@@ -393,6 +393,40 @@ struct VenueEvaluatorTests {
         #expect(venue.occupants(of: "hall").count == (venue.state(subject: "v1", region: "hall") == .inside ? 1 : 0))
     }
 
+    @Test(
+        "erase: the snapshot keeps nothing naming the subject (no id, no transition counts); a returning subject's ids are new (issue 19)"
+    )
+    func eraseLeavesNothing() throws {
+        var venue = Self.evaluator()
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        func enterID(_ outputs: [EvaluatorOutput]) -> (seq: Int, id: String)? {
+            for case .event(let event) in outputs where event.kind == .enter { return (event.seq, event.id) }
+            return nil
+        }
+        let first = try venue.handle(fix("visitor-77", 0, inside), agent: "phone", receivedAt: at(0)).get()
+        _ = venue.handle(fix("visitor-77", 1, outside), agent: "phone", receivedAt: at(1))
+        let scan = BeaconReport(
+            agent: "visitor-77", t: at(2),
+            sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)])
+        _ = venue.handle(.beacons(scan), agent: "visitor-77", receivedAt: at(2))
+        _ = venue.handle(
+            .agentStatus(AgentStatus(agent: "visitor-77", online: true, capabilities: ["ble-scan"])),
+            agent: "visitor-77",
+            receivedAt: at(2))
+        _ = venue.remove(regionID: "hall", at: at(3))  // retires the seq of (visitor-77, hall)
+        _ = venue.upsert(hall, at: at(4))
+        let before = String(decoding: try VenueEvaluator.snapshotEncoder().encode(venue.snapshot), as: UTF8.self)
+        #expect(before.contains("visitor-77"))
+        _ = venue.erase("visitor-77", at: at(5))
+        let after = String(decoding: try VenueEvaluator.snapshotEncoder().encode(venue.snapshot), as: UTF8.self)
+        #expect(!after.contains("visitor-77"), "the snapshot still names the erased subject")
+        let again = try venue.handle(fix("visitor-77", 6, inside), agent: "phone", receivedAt: at(6)).get()
+        let old = try #require(enterID(first))
+        let new = try #require(enterID(again))
+        #expect(new.seq == 1, "nothing was kept: it counts from 1 again")
+        #expect(new.id != old.id, "an id from before the erasure is never reused")
+    }
+
     @Test("preferences: the chosen default place answers when nothing live does")
     func defaultPlace() {
         var venue = Self.evaluator()
