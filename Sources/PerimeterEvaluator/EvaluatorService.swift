@@ -211,6 +211,9 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
+            for (venue, ids) in fileRegionIDs where venues[venue]?.fileRegionIDs.isEmpty == true {
+                venues[venue]!.noteFileRegions(ids)
+            }
             for (venue, text) in fileText { _ = noteRegionsFile(venue: venue, RegionParser.parse(text: text)) }
             reportFutureClocks(snapshot)
             after = seq

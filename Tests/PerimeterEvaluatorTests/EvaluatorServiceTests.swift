@@ -141,6 +141,25 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test("the regions file wins: an MQTT delete of a file region is a dead letter and the region stays (issue 19)")
+    func filePrecedence() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        try await harness.startEvaluator()
+        try await harness.publish(harness.topics.region("hall"), text: "", retain: true)
+        try await harness.waitFor("the refusal") { _ in !harness.messages("deadletter").isEmpty }
+        let letter = try #require(harness.messages("deadletter").first?.json)
+        #expect(letter["code"] == "region")
+        #expect(letter["reason"]?.stringValue?.contains("defined in the venue's regions file") == true)
+        try await harness.publish(
+            harness.topics.gps(agent: "phone-6"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("enter hall: still monitored") {
+            $0.contains { $0.topic.hasSuffix("/enter/hall/phone-6") }
+        }
+        await harness.stop()
+    }
+
     @Test("a region shrunk on regions/{id} re-decides who is inside: exit and occupancy 0 at once (issue 19)")
     func regionShrunk() async throws {
         let harness = try await EvaluatorHarness(

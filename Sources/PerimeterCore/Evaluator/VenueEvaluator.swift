@@ -61,6 +61,8 @@ public struct VenueEvaluator: Sendable {
     private var located: [String: Date] = [:]
     /// What each agent that announced `caps` can observe (agents that did not say are not limited).
     private var capabilities: [String: Set<String>] = [:]
+    /// The ids the venue's regions file defines: the file wins for them (``reload(_:previous:at:)``).
+    public private(set) var fileRegionIDs: Set<String> = []
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
@@ -100,7 +102,12 @@ public struct VenueEvaluator: Sendable {
         var located: [String: Date]? = nil
         /// Absent from snapshots written before capabilities were enforced.
         var capabilities: [String: Set<String>]? = nil
+        /// Absent from snapshots written before the file's precedence (the service sets it).
+        var fileRegionIDs: Set<String>? = nil
     }
+
+    /// Sets the ids of the regions file (a restore from a snapshot written before they were kept).
+    public mutating func noteFileRegions(_ ids: Set<String>) { fileRegionIDs = ids }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
     public static func snapshotEncoder() -> JSONEncoder {
@@ -123,7 +130,7 @@ public struct VenueEvaluator: Sendable {
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
             sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers,
-            located: located, capabilities: capabilities)
+            located: located, capabilities: capabilities, fileRegionIDs: fileRegionIDs)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -148,6 +155,7 @@ public struct VenueEvaluator: Sendable {
         homeAssistantTrackers = snapshot.homeAssistantTrackers ?? []
         located = snapshot.located ?? [:]
         capabilities = snapshot.capabilities ?? [:]
+        fileRegionIDs = snapshot.fileRegionIDs ?? []
     }
 
     public var regionCount: Int { regions.count }
@@ -281,8 +289,16 @@ public struct VenueEvaluator: Sendable {
             }
             return .success(upsert(scoped, at: receivedAt) + [.waypoint(region: scoped.id, scoped.feature)])
         case .regionUpsert(let region):
+            if fileRegionIDs.contains(region.id) {
+                // The same definition as the file's (perimeter up publishes its file) changes nothing.
+                guard regions[region.id] == region else {
+                    return .failure(Self.fileRegionRefusal(region.id, "changed"))
+                }
+                return .success([])
+            }
             return .success(upsert(region, at: receivedAt))
         case .regionRemove(let id):
+            if fileRegionIDs.contains(id) { return .failure(Self.fileRegionRefusal(id, "deleted")) }
             return .success(remove(regionID: id, at: receivedAt))
         case .preferences(let subject, let choices):
             preferences[subject] = choices
@@ -634,11 +650,23 @@ public struct VenueEvaluator: Sendable {
         return Self.coalescingOccupancy(outputs)
     }
 
-    /// Applies a re-read regions file (SIGHUP): changed and new regions are upserted, missing
-    /// ones removed. Regions that came from the retained topic are the caller's to keep.
+    /// Why a `regions/{id}` message about a region of the regions file is refused: the file
+    /// wins for the ids it defines (topics.md, "Regions file and topics").
+    static func fileRegionRefusal(_ id: String, _ what: String) -> InboundError {
+        InboundError(
+            code: "region",
+            "region '\(id)' is defined in the venue's regions file, which wins for its ids: not \(what) over MQTT (edit the file and send SIGHUP, or remove it from the file first)"
+        )
+    }
+
+    /// Applies a (re-)read regions file (start, SIGHUP): changed and new regions are upserted,
+    /// missing ones removed. The file wins for the ids it defines: they replace a region of the
+    /// same id that came over MQTT, and MQTT messages about them are refused from then on.
+    /// Regions that came from the retained topic under other ids are the caller's to keep.
     public mutating func reload(_ fileRegions: [Region], previous: Set<String>, at t: Date) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         let ids = Set(fileRegions.map(\.id))
+        fileRegionIDs = ids
         for id in previous.subtracting(ids).sorted() { outputs += remove(regionID: id, at: t) }
         for region in fileRegions where regions[region.id] != region { outputs += upsert(region, at: t) }
         return Self.coalescingOccupancy(outputs)

@@ -427,6 +427,45 @@ struct VenueEvaluatorTests {
         #expect(new.id != old.id, "an id from before the erasure is never reused")
     }
 
+    struct PrecedenceCase: CustomStringConvertible, Sendable {
+        var description: String
+        var input: Inbound
+        var expected: [String]
+        /// The file no longer defines hall when the input comes.
+        var hallLeftTheFile = false
+    }
+
+    static let precedenceCases: [PrecedenceCase] = [
+        PrecedenceCase(
+            description: "an MQTT delete of a file region is refused", input: .regionRemove(id: "hall"),
+            expected: ["rejected region"]),
+        PrecedenceCase(
+            description: "an MQTT change of a file region is refused", input: .regionUpsert(hallOf(radius: 10)),
+            expected: ["rejected region"]),
+        PrecedenceCase(
+            description: "the file's own definition over MQTT (perimeter up) changes nothing",
+            input: .regionUpsert(hallOf(radius: 30)), expected: []),
+        PrecedenceCase(
+            description: "a region the file does not define is MQTT's", input: .regionUpsert(lobby),
+            expected: ["occupancy lobby 0"]),
+        PrecedenceCase(
+            description: "once the file no longer defines it, MQTT may define it again",
+            input: .regionUpsert(hallOf(radius: 10)), expected: ["occupancy hall 0"], hallLeftTheFile: true),
+    ]
+
+    @Test(
+        "regions: the regions file wins for the ids it defines; MQTT manages the others (issue 19)",
+        arguments: precedenceCases)
+    func filePrecedence(_ row: PrecedenceCase) {
+        var venue = Self.evaluator([])
+        _ = venue.reload([Self.hallOf(radius: 30)], previous: [], at: at(0))
+        if row.hallLeftTheFile { _ = venue.reload([], previous: ["hall"], at: at(1)) }
+        #expect(Self.run(&venue, row.input, agent: nil, time: 2) == row.expected)
+        if !row.hallLeftTheFile {
+            #expect(venue.region("hall") == Self.hallOf(radius: 30), "the file's definition stands")
+        }
+    }
+
     @Test("preferences: the chosen default place answers when nothing live does")
     func defaultPlace() {
         var venue = Self.evaluator()
