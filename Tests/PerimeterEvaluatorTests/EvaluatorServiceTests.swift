@@ -162,9 +162,14 @@ struct EvaluatorServiceTests {
 
     @Test("a region shrunk on regions/{id} re-decides who is inside: exit and occupancy 0 at once (issue 19)")
     func regionShrunk() async throws {
-        let harness = try await EvaluatorHarness(
-            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        // Defined over MQTT (the regions file wins for its own ids).
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]))
         try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.region("hall"), Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30), retain: true)
+        try await harness.waitFor("hall's occupancy") { messages in
+            messages.contains { $0.topic == harness.topics.occupancy(region: "hall") }
+        }
         try await harness.publish(
             harness.topics.gps(agent: "phone-5"),
             [
