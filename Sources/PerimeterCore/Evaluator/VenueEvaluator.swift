@@ -291,7 +291,7 @@ public struct VenueEvaluator: Sendable {
         case .regionUpsert(let region):
             if fileRegionIDs.contains(region.id) {
                 // The same definition as the file's (perimeter up publishes its file) changes nothing.
-                guard regions[region.id] == region else {
+                guard let current = regions[region.id], Self.sameDefinition(current, region) else {
                     return .failure(Self.fileRegionRefusal(region.id, "changed"))
                 }
                 return .success([])
@@ -648,6 +648,18 @@ public struct VenueEvaluator: Sendable {
             outputs += replaced.isEmpty ? [.place(subject: subject, nil, t: t)] : replaced
         }
         return Self.coalescingOccupancy(outputs)
+    }
+
+    /// Whether two definitions of a region monitor the same way: whether the Feature carried its
+    /// id, and the beacons' drawing positions (`properties.beacons`, which `perimeter up` adds
+    /// from the venue file), do not count.
+    static func sameDefinition(_ left: Region, _ right: Region) -> Bool {
+        var left = left
+        var right = right
+        left.idInFeature = right.idInFeature
+        left.properties["beacons"] = nil
+        right.properties["beacons"] = nil
+        return left == right
     }
 
     /// Why a `regions/{id}` message about a region of the regions file is refused: the file
