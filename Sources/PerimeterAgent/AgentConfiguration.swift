@@ -137,6 +137,12 @@ public struct AgentConfiguration: ServiceSettings {
         }
         if let caps = reader.json("agent.caps") {
             configuration.caps = caps.arrayValue?.compactMap(\.stringValue) ?? []
+            // The evaluator refuses a status naming anything else (and so would every scan).
+            for name in configuration.caps where !AgentStatus.knownCapabilities.contains(name) {
+                reader.reject(
+                    "agent.caps",
+                    "'\(name)' is not a capability (known: \(AgentStatus.knownCapabilities.joined(separator: ", ")))")
+            }
         }
         configuration.gpsd = (
             reader.string("gpsd.host", default: "127.0.0.1"), reader.int("gpsd.port", default: 2947, range: 1...65535)

@@ -198,6 +198,9 @@ public struct EvaluatorConfiguration: ServiceSettings {
             staleAfter: staleAfter, pathLossExponent: exponent, beaconExitTimeout: exitTimeout, gateways: gateways,
             privacy: privacy)
         settings.geofence.requireAccuracy = reader.bool("\(key).requireAccuracy", default: false)
+        // Hysteresis, the same factors `perimeter replay` takes (--k-in, --k-out).
+        settings.geofence.kIn = reader.double("\(key).kIn", default: 1, range: 0...10)
+        settings.geofence.kOut = reader.double("\(key).kOut", default: 1, range: 0...10)
         // An object whose keys are agent patterns: read whole (from an override) or key by key.
         let reportersKey = "\(key).reporters"
         var reporters = reader.json(reportersKey)

@@ -206,6 +206,9 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
+            for (venue, ids) in fileRegionIDs where venues[venue]?.fileRegionIDs.isEmpty == true {
+                venues[venue]!.noteFileRegions(ids)
+            }
             for (venue, text) in fileText { _ = noteRegionsFile(venue: venue, RegionParser.parse(text: text)) }
             reportFutureClocks(snapshot)
             after = seq
@@ -461,7 +464,7 @@ final class EvaluatorRuntime {
             group.addTask { [clock, tick = configuration.tickInterval] in
                 while true {
                     try await clock.sleep(seconds: tick)
-                    wakes.send(.tick)
+                    wakes.send(.tick(clock.now))
                 }
             }
             group.addTask { [clock, interval = configuration.statsInterval] in
@@ -492,7 +495,7 @@ final class EvaluatorRuntime {
                 if Task.isCancelled { break }
                 switch reason {
                 case .work: wakes.tookWork()
-                case .control(.tick): try journalTicks()
+                case .control(.tick(let fired)): try journalTicks(fired: fired)
                 case .control(.stats):
                     await publishStats(client, journal: journal)
                     if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
@@ -519,7 +522,8 @@ final class EvaluatorRuntime {
         await client.disconnect()
     }
 
-    enum Wake { case tick, stats, reload, lease, reconnected }
+    /// A tick carries the moment its timer fired.
+    enum Wake { case tick(Date), stats, reload, lease, reconnected }
 
     /// Home Assistant discovery as configured now, for the regions and subjects the state
     /// already holds (discovery just turned on, its settings changed, or turned off): committed
@@ -634,14 +638,19 @@ final class EvaluatorRuntime {
         return filters
     }
 
-    /// Journals a tick for every venue, at the service's clock; a tick that changes nothing is
-    /// dropped again when processed.
-    private func journalTicks() throws {
+    /// Journals a tick for every venue, dated when its timer fired (the service's clock); a
+    /// tick that changes nothing is dropped again when processed.
+    ///
+    /// Dated when it fired, not when the processor got to it: ticks taken after a busy drain
+    /// came 0.3 s late and the next on time, 0.7 s after it, and ranging (at most once a
+    /// second) skipped every such tick — 6 reports in 10 s with scans at 1 Hz (issue 19).
+    private func journalTicks(fired: Date) throws {
         let now = clock.now
+        let time = min(fired, now)
         for venue in venueIDs.sorted() {
             _ = try inTurn {
                 try store.journal(
-                    .tick, topic: venue, payload: Array(String(now.timeIntervalSince1970).utf8), received: now)
+                    .tick, topic: venue, payload: Array(String(time.timeIntervalSince1970).utf8), received: now)
             }
         }
     }
@@ -692,6 +701,28 @@ final class EvaluatorRuntime {
                     return true
                 }
                 processed.append(item)
+            }
+            // A retained topic set earlier in this group is not in the store yet: an erasure later
+            // in the group clears those naming its subject too.
+            for (index, item) in processed.enumerated() where !item.erased.isEmpty {
+                guard let venue = item.venue, let root = topics[venue]?.root else { continue }
+                let levels = Set(item.erased.map(Topics.level))
+                var clears: [String] = []
+                for earlier in processed[..<index] {
+                    for message in earlier.messages where message.retain && message.topic.hasPrefix(root + "/") {
+                        let named = message.topic.dropFirst(root.count + 1).split(separator: "/").contains {
+                            levels.contains(String($0))
+                        }
+                        if named && !clears.contains(message.topic)
+                            && !item.messages.contains(where: { $0.topic == message.topic })
+                        {
+                            clears.append(message.topic)
+                        }
+                    }
+                }
+                processed[index].messages += clears.map {
+                    OutboundMessage(topic: $0, payload: [], qos: 1, retain: true)
+                }
             }
             Self.coalesceRetained(&processed)
             let acknowledged = publisher?.takeAcknowledged() ?? OutboxPublisher.Acknowledged()
@@ -782,9 +813,23 @@ final class EvaluatorRuntime {
                 stats.privacyDrops[reason, default: 0] += 1
                 metrics.add("perimeter_observations_total", labels: ["venue": venue, "result": "dropped"])
                 item.forget = true
+            case .unrecordedSubject(let subject, let reason):
+                logger.notice(
+                    "observations of a subject with no authorization record are dropped (privacy.defaultStatus); publish subjects/{subject}/authorization to let them through",
+                    metadata: [
+                        "venue": .string(venue), "subject.id": .string(subject), "reason": .string(reason),
+                        "mqtt.topic": .string(topics.diagnostics(subject: subject)),
+                    ])
             case .erased(let subject, _):
                 // Its rows go too: states, journal and outbox rows that name it.
                 item.erased.append(subject)
+                // Every retained topic under the venue naming it is cleared, not only those the
+                // core still knew of (an `unmonitored` state of a region its membership left).
+                let named = (try? store.retainedTopics(under: topics.root, naming: Topics.level(subject))) ?? []
+                let cleared = Set(output.messages(topics: topics).map(\.topic))
+                item.messages += named.filter { !cleared.contains($0) }.map {
+                    OutboundMessage(topic: $0, payload: [], qos: 1, retain: true)
+                }
                 snapshotSoon = true
                 logger.notice("subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
             case .event(let event):

@@ -191,6 +191,20 @@ public final class EvaluatorStore {
         }
     }
 
+    /// The retained topics under `root` (`prefix/venue`) one of whose levels is `level` (an
+    /// erased subject's topic level), sorted.
+    public func retainedTopics(under root: String, naming level: String) throws -> [String] {
+        let prefix = root + "/"
+        return try database.query(
+            "SELECT topic FROM retained WHERE substr(topic, 1, ?) = ? ORDER BY topic", prefix.utf8.count, prefix
+        ).compactMap { row in
+            guard let topic = row[0].string else { return nil }
+            return topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false).contains {
+                $0 == level
+            } ? topic : nil
+        }
+    }
+
     /// The retained topics ending in `/config` (Home Assistant discovery configs among them),
     /// with their payloads.
     public func retainedConfigs() throws -> [String: [UInt8]] {

@@ -161,7 +161,8 @@ public struct NotifierConfiguration: ServiceSettings {
         for section in ["evaluator", "adapters", "dashboard"] { reader.claim(section) }
         for venue in venues {
             for key in [
-                "privacy", "gateways", "pathLossExponent", "staleAfter", "beaconExitTimeout", "requireAccuracy",
+                "privacy", "gateways", "pathLossExponent", "staleAfter", "beaconExitTimeout", "requireAccuracy", "kIn",
+                "kOut",
             ] {
                 reader.claim("venues.\(venue.id).\(key)")
             }

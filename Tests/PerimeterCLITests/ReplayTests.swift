@@ -100,6 +100,43 @@ struct ReplayTests {
         #expect(topicsFollowContract)
     }
 
+    @Test(
+        "replay --config takes the evaluator's venue settings (kIn, kOut, staleAfter, regions) and its event shape: source gps, the venue's topics and ids (issue 19)"
+    )
+    func evaluatorParity() async throws {
+        let path = CLIFixtures.path("gpx/around-visnjan-with-car.gpx")
+        let track = try readTrack(path)
+        let regions = try circleRegions([(id: "a", center: track[track.count / 3], radius: 120.0)])
+        let config = try temporaryFile(
+            "evaluator.json",
+            #"{"venues":{"museum":{"regions":"\#(regions)","kIn":1.5,"kOut":1.5,"staleAfter":600}}}"#)
+        // GPX carries no accuracy: 30 m each, so that the hysteresis factors matter.
+        let result = try await perimeter([
+            "replay", "--config", config, path, "--subject", "car", "--accuracy", "30",
+        ])
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        let lines = try result.stdout.split(separator: "\n").map { try JSONValue(parsing: String($0)) }
+        let enters = lines.filter { $0["event"] == "enter" }
+        #expect(!enters.isEmpty)
+        #expect(enters.allSatisfy { $0["source"] == "gps" }, "the evaluator's source for obs/{agent}/gps")
+        #expect(enters.allSatisfy { $0["topic"]?.stringValue?.hasPrefix("perimeter/v1/museum/enter/a/car") == true })
+        let first = try #require(enters.first)
+        #expect(
+            first["id"]?.stringValue
+                == RegionEvent.makeID(venue: "museum", region: "a", subject: "car", kind: .enter, seq: 1))
+        // The same settings as flags give the same events.
+        let flags = try await perimeter([
+            "replay", "--regions", regions, "--venue", "museum", "--k-in", "1.5", "--k-out", "1.5", "--stale-after",
+            "600", path, "--subject", "car", "--accuracy", "30",
+        ])
+        #expect(flags.stdout == result.stdout)
+        // And the settings matter: the default hysteresis gives other times.
+        let defaults = try await perimeter([
+            "replay", "--regions", regions, "--venue", "museum", path, "--subject", "car",
+        ])
+        #expect(defaults.stdout != result.stdout)
+    }
+
     @Test("a sparse tracker crossing a small fence between two fixes: interpolated enter and exit")
     func sparseCrossing() async throws {
         let track = try readTrack(CLIFixtures.path("gpx/cerknicko-jezero.gpx"))

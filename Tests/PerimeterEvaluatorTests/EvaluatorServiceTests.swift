@@ -112,6 +112,82 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test(
+        "capabilities: a gps-only agent's BLE scan is a dead letter (no enter, ranging or place); unknown names refused (issue 19)"
+    )
+    func capabilities() async throws {
+        let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.beacons("gallery", ["uuid": .string(uuid), "major": 3])]))
+        try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.agentStatus("phone-2"), ["online": true, "caps": ["gps"]], retain: true)
+        try await harness.publish(harness.topics.agentStatus("phone-3"), ["online": true, "caps": ["gps", "wifi"]])
+        let scan: JSONValue = [
+            "t": .number(Date().timeIntervalSince1970),
+            "adverts": [["uuid": .string(uuid), "major": 3, "minor": 1, "rssi": -60, "tx": -59]],
+        ]
+        try await harness.publish(harness.topics.ble(agent: "phone-2"), scan)
+        try await harness.waitFor("two dead letters") { _ in harness.messages("deadletter").count == 2 }
+        let letters = harness.messages("deadletter").compactMap(\.json)
+        #expect(letters.allSatisfy { $0["code"] == "capability" })
+        let reasons = letters.compactMap { $0["reason"]?.stringValue }
+        #expect(reasons.contains { $0.contains("caps[1]: 'wifi' is not a capability") })
+        #expect(reasons.contains { $0.contains("announced caps [gps]") && $0.contains("needs 'ble-scan'") })
+        try await harness.settle()
+        #expect(harness.messages("enter").isEmpty)
+        #expect(harness.messages("ranging").isEmpty)
+        #expect(harness.messages("place").isEmpty)
+        await harness.stop()
+    }
+
+    @Test("the regions file wins: an MQTT delete of a file region is a dead letter and the region stays (issue 19)")
+    func filePrecedence() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        try await harness.startEvaluator()
+        try await harness.publish(harness.topics.region("hall"), text: "", retain: true)
+        try await harness.waitFor("the refusal") { _ in !harness.messages("deadletter").isEmpty }
+        let letter = try #require(harness.messages("deadletter").first?.json)
+        #expect(letter["code"] == "region")
+        #expect(letter["reason"]?.stringValue?.contains("defined in the venue's regions file") == true)
+        try await harness.publish(
+            harness.topics.gps(agent: "phone-6"),
+            ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
+        try await harness.waitFor("enter hall: still monitored") {
+            $0.contains { $0.topic.hasSuffix("/enter/hall/phone-6") }
+        }
+        await harness.stop()
+    }
+
+    @Test("a region shrunk on regions/{id} re-decides who is inside: exit and occupancy 0 at once (issue 19)")
+    func regionShrunk() async throws {
+        // Defined over MQTT (the regions file wins for its own ids).
+        let harness = try await EvaluatorHarness(regions: Venue.collection([]))
+        try await harness.startEvaluator()
+        try await harness.publish(
+            harness.topics.region("hall"), Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30), retain: true)
+        try await harness.waitFor("hall's occupancy") { messages in
+            messages.contains { $0.topic == harness.topics.occupancy(region: "hall") }
+        }
+        try await harness.publish(
+            harness.topics.gps(agent: "phone-5"),
+            [
+                "t": .number(Date().timeIntervalSince1970), "lat": .number(48.86 + 20 / 111_320.0), "lon": 2.336,
+                "acc": 3,
+            ])
+        try await harness.waitFor("enter hall") { $0.contains { $0.topic.hasSuffix("/enter/hall/phone-5") } }
+        try await harness.publish(
+            harness.topics.region("hall"), Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 10), retain: true)
+        try await harness.waitFor("exit hall") { $0.contains { $0.topic.hasSuffix("/exit/hall/phone-5") } }
+        let exit = try #require(harness.messages("exit").first?.json)
+        #expect(exit["source"] == "regionChanged")
+        try await harness.waitFor("occupancy 0") { messages in
+            messages.last { $0.topic == harness.topics.occupancy(region: "hall") }?.json?["count"] == 0
+        }
+        await harness.stop()
+    }
+
     @Test("BLE scanner mode: enter with refinement, ranging nearest first; gateway mode: tags located and placed")
     func bleScannerAndGateway() async throws {
         let uuid = "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6"
@@ -251,7 +327,9 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
-    @Test("live region changes: a new region is monitored, a removed one is unmonitored, never exited")
+    @Test(
+        "live region changes: a new region is monitored, a moved one re-decides its subjects at once, a removed one is unmonitored, never exited"
+    )
     func liveRegions() async throws {
         let harness = try await EvaluatorHarness(regions: Venue.collection([]))
         try await harness.startEvaluator()
@@ -261,19 +339,14 @@ struct EvaluatorServiceTests {
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t), "lat": 48.86, "lon": 2.336, "acc": 3])
         try await harness.waitFor("enter kiosk") { $0.contains { $0.topic.hasSuffix("/enter/kiosk/v1") } }
-        // Moving the region away changes nothing until the next fix: no exit storm.
+        // Moving the region away re-decides v1 against its last fix at once (issue 19): the exit.
         try await harness.publish(
             harness.topics.region("kiosk"), Venue.circle("kiosk", lat: 48.87, lon: 2.336, radius: 30), retain: true)
-        // A later marker proves the move was processed: another subject enters where kiosk is now.
-        try await harness.publish(
-            harness.topics.gps(agent: "marker"), ["t": .number(t + 1), "lat": 48.87, "lon": 2.336, "acc": 3])
-        try await harness.waitFor("the marker enters the moved kiosk") {
-            $0.contains { $0.topic.hasSuffix("/enter/kiosk/marker") }
-        }
-        #expect(harness.messages("exit").isEmpty)
+        try await harness.waitFor("exit kiosk after the move") { $0.contains { $0.topic.hasSuffix("/exit/kiosk/v1") } }
+        #expect(harness.messages("exit").first?.json?["source"] == "regionChanged")
+        // The next fix at the same place changes nothing more.
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t + 5), "lat": 48.86, "lon": 2.336, "acc": 3])
-        try await harness.waitFor("exit kiosk after the move") { $0.contains { $0.topic.hasSuffix("/exit/kiosk/v1") } }
         try await harness.publish(
             harness.topics.gps(agent: "v1"), ["t": .number(t + 10), "lat": 48.87, "lon": 2.336, "acc": 3])
         try await harness.waitFor("enter again") { $0.filter { $0.topic.hasSuffix("/enter/kiosk/v1") }.count == 2 }
@@ -288,11 +361,11 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
-    @Test("an agent's last will: its subject goes unknown after staleAfter, with no exit")
+    @Test("an agent's last will: its subject goes unknown at once (staleAfter 300 s), with no exit (issue 19)")
     func lastWill() async throws {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
-            venue: ["staleAfter": 2])
+            venue: ["staleAfter": 300])
         try await harness.startEvaluator()
         let will = try ChildProcess(
             Products.executable("perimeter-testpeer"),

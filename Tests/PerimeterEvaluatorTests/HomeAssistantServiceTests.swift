@@ -142,11 +142,13 @@ struct HomeAssistantServiceTests {
     func discoveryEndToEnd() async throws {
         let gallery = Venue.circle(
             "gallery", lat: 48.86, lon: 2.336, radius: 30, extra: [("place", true), ("name", "Gallery")])
+        // Defined over MQTT, not in the regions file: the file wins for its ids, and step 4
+        // deletes the region over MQTT.
         let harness = try await EvaluatorHarness(
-            regions: Venue.collection([gallery]),
-            venue: ["homeAssistant": ["enabled": true, "subjects": ["visitor-*"]]])
+            regions: Venue.collection([]), venue: ["homeAssistant": ["enabled": true, "subjects": ["visitor-*"]]])
         try await harness.observer.subscribe("homeassistant/#", qos: .atLeastOnce)
         try await harness.startEvaluator()
+        try await harness.publish(harness.topics.region("gallery"), gallery, retain: true)
 
         // 1. The region's two configs, retained, valid, pointing at the occupancy topic.
         let configs = try await harness.waitFor("the gallery's two configs") { messages in

@@ -117,6 +117,44 @@ struct PrivacyServiceTests {
         await harness.stop()
     }
 
+    /// The retained `state` topic of a subject for a region, as the broker holds it now.
+    static func retainedState(_ harness: EvaluatorHarness, _ region: String, _ subject: String) async throws -> String?
+    {
+        let picture = try await harness.retainedPicture()
+        let payload = picture[harness.topics.state(region: region, subject: subject)]
+        return payload.flatMap { try? JSONParser.parse($0)["state"]?.stringValue }
+    }
+
+    @Test(
+        "the retained state follows access: after a provisional → always upgrade, and once a whenInUse subject is in use again (issue 19)"
+    )
+    func retainedStateFollowsAccess() async throws {
+        let harness = try await Self.start(clock: ManualClock(Date()))
+        try await Self.authorize(harness, "ann", ["status": "provisionalAlways"])
+        try await Self.at(harness, "ann", lat: 48.86)  // enter hall and city: held, their states withheld
+        try await harness.waitFor("ann held (hall, city)") { _ in Self.diagnostics(harness, "ann")?["heldEvents"] == 2 }
+        #expect(try await Self.retainedState(harness, "hall", "ann") == nil)
+        try await Self.authorize(harness, "ann", ["status": "always"])
+        try await harness.waitFor("the held enters") { _ in Self.events(harness, "ann").count == 2 }
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "ann") == "inside", "the state the held enter implies")
+
+        try await Self.authorize(harness, "bob", ["status": "whenInUse"])
+        try await Self.use(harness, "bob", true)
+        try await Self.at(harness, "bob", lat: 48.86)
+        try await harness.waitFor("bob enters, in use") { _ in Self.events(harness, "bob").count == 2 }
+        try await Self.use(harness, "bob", false)
+        try await Self.pass(harness, 1.5)  // past the 1 s grace
+        try await Self.at(harness, "bob", lat: 48.86, lon: 2.40)  // exit hall: withheld
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "bob") == "inside", "the last state delivered")
+        try await Self.use(harness, "bob", true)
+        try await harness.settle()
+        #expect(try await Self.retainedState(harness, "hall", "bob") == "outside", "resynchronized once in use")
+        #expect(!Self.events(harness, "bob").contains("exit hall"), "no exit is made up")
+        await harness.stop()
+    }
+
     @Test("the in-use grace window; allow once reverting; undetermined subjects dropped at ingest")
     func inUseAndAllowOnce() async throws {
         let harness = try await Self.start(clock: ManualClock(Date()))
@@ -195,6 +233,50 @@ struct PrivacyServiceTests {
         try await harness.waitFor("no session left") { _ in
             Self.diagnostics(harness, "fay")?["serviceSessionRequired"] == true
         }
+        await harness.stop()
+    }
+
+    @Test(
+        "temporary full accuracy: the request, the grant to one session, its end with the session; an unrecorded subject is told (issue 19)"
+    )
+    func temporaryFullAccuracy() async throws {
+        let harness = try await Self.start(sessions: [], clock: ManualClock(Date()))
+        let root = "perimeter/v1/test/sessions"
+        try await Self.authorize(harness, "eve", ["status": "always", "accuracy": "reduced"])
+        try await harness.publish(
+            "\(root)/nav/1", ["subjects": ["eve"], "level": "always", "fullAccuracyPurpose": "Navigation"],
+            retain: true)
+        try await harness.waitFor("the request for eve") { messages in
+            messages.contains {
+                $0.topic.hasSuffix("/eve/prompt") && $0.json?["request"] == "temporaryFullAccuracy"
+                    && $0.json?["session"] == "nav/1" && $0.json?["purpose"] == "Navigation"
+            }
+        }
+        try await Self.authorize(
+            harness, "eve", ["status": "always", "accuracy": "reduced", "temporaryFullAccuracy": "nav/1"])
+        try await Self.pass(harness, 0.1)
+        try await Self.at(harness, "eve", lat: 48.861)  // in the 12 m cafe: needs full accuracy
+        try await harness.waitFor("eve enters the cafe") { _ in Self.events(harness, "eve").contains("enter cafe") }
+        let enter = harness.transitions.first { $0["subject"] == "eve" && $0["region"] == "cafe" }
+        #expect(enter?["fix"]?["acc"] == 3, "not coarsened while the grant lasts")
+        #expect(Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == true)
+        try await harness.publish("\(root)/nav/1", text: "", retain: true)
+        try await harness.waitFor("the grant ends with the session") { messages in
+            messages.contains {
+                $0.topic == harness.topics.authorization(subject: "eve") && $0.json?["temporary"] == false
+                    && $0.json?["accuracy"] == "reduced" && $0.json?["temporaryFullAccuracy"] == nil
+            }
+        }
+        try await harness.waitFor("reduced again") { _ in
+            Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == false
+        }
+
+        try await Self.at(harness, "zed", lat: 48.86)  // no authorization record: dropped, but told
+        try await harness.waitFor("zed's diagnostics") { _ in
+            Self.diagnostics(harness, "zed")?["authorizationRecordMissing"] == true
+        }
+        #expect(Self.diagnostics(harness, "zed")?["status"] == "notDetermined")
+        #expect(Self.events(harness, "zed").isEmpty)
         await harness.stop()
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import PerimeterAgent
 import PerimeterCore
+import PerimeterEvaluator
+import PerimeterKit
 
 #if canImport(Glibc)
     import Glibc
@@ -17,10 +19,20 @@ struct ReplayCommand: ParsableCommand {
             --visits also the visits (arrival, departure) the track gives, with or without regions.
             Rejected fixes are reported on standard error with where they are. A progress bar
             is drawn on standard error when it is a terminal.
+
+            With --config, the venue's settings come from the evaluator's configuration (the
+            same keys: venues.{id}.regions, kIn, kOut, staleAfter, requireAccuracy, timeZone),
+            so the events are the evaluator's, ids included; flags given override them. Events
+            say source "gps", as the evaluator's do for obs/{agent}/gps.
             """)
 
-    @Option(help: "GeoJSON FeatureCollection of regions (optional with --visits).", valueName: "file")
+    @Option(
+        help: "GeoJSON FeatureCollection of regions (default with --config: the venue's regions file; optional with --visits).",
+        valueName: "file")
     var regions: String?
+
+    @Option(help: "The evaluator's configuration: the venue's regions and geofence settings.", valueName: "file")
+    var config: String?
 
     @Flag(help: "Also print the visits (stays found with no region; topics.md, visit/{subject}).")
     var visits: Bool
@@ -37,8 +49,10 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Subject id for the track (default: the file's base name).", valueName: "id")
     var subject: String?
 
-    @Option(help: "Venue name, used in topics and event ids.", valueName: "name")
-    var venue: String = "replay"
+    @Option(
+        help: "Venue name, used in topics and event ids (with --config: which venue; default: its only one).",
+        valueName: "name")
+    var venue: String?
 
     @Option(help: "Track format (default: from the extension or the content).", valueName: "gpx|csv|jsonl|nmea")
     var format: TrackReader.Format?
@@ -49,17 +63,21 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Seconds between points of a GPX track without times.", valueName: "s")
     var interval: Double?
 
-    @Option(help: "Hysteresis factor: inside when d <= -acc*k-in.", valueName: "k")
-    var kIn: Double = 1
+    @Option(help: "Hysteresis factor: inside when d <= -acc*k-in (venues.{id}.kIn; default 1).", valueName: "k")
+    var kIn: Double?
 
-    @Option(help: "Hysteresis factor: outside when d >= acc*k-out + exitBuffer.", valueName: "k")
-    var kOut: Double = 1
+    @Option(
+        help: "Hysteresis factor: outside when d >= acc*k-out + exitBuffer (venues.{id}.kOut; default 1).",
+        valueName: "k")
+    var kOut: Double?
 
-    @Option(help: "Seconds without a fix before states become unknown.", valueName: "s")
-    var staleAfter: Double = 300
+    @Option(
+        help: "Seconds without a fix before states become unknown (venues.{id}.staleAfter; default 300).",
+        valueName: "s")
+    var staleAfter: Double?
 
-    @Option(help: "IANA time zone for region schedules.", valueName: "zone")
-    var timeZone: String = "UTC"
+    @Option(help: "IANA time zone for region schedules (venues.{id}.timeZone; default UTC).", valueName: "zone")
+    var timeZone: String?
 
     @Flag(help: "Use the valid regions even when others have problems.")
     var skipInvalid: Bool
@@ -70,18 +88,48 @@ struct ReplayCommand: ParsableCommand {
     mutating func validate() throws {
         if accuracy.map({ $0 < 0 }) == true { throw ValidationError("--accuracy must not be negative") }
         if interval.map({ $0 <= 0 }) == true { throw ValidationError("--interval must be positive") }
-        if kIn < 0 || kOut < 0 { throw ValidationError("--k-in and --k-out must not be negative") }
-        if staleAfter <= 0 { throw ValidationError("--stale-after must be positive") }
-        if regions == nil && !visits { throw ValidationError("--regions is required (or --visits, for visits alone)") }
+        if (kIn ?? 0) < 0 || (kOut ?? 0) < 0 { throw ValidationError("--k-in and --k-out must not be negative") }
+        if (staleAfter ?? 1) <= 0 { throw ValidationError("--stale-after must be positive") }
         if visitRadius <= 0 || visitMinimumDwell < 0 {
             throw ValidationError("--visit-radius must be positive and --visit-minimum-dwell not negative")
         }
-        if TimeZone(identifier: timeZone) == nil {
+        if let timeZone, TimeZone(identifier: timeZone) == nil {
             throw ValidationError("--time-zone: unknown time zone '\(timeZone)'")
+        }
+        if regions == nil && config == nil && !visits {
+            throw ValidationError("--regions is required (or --config FILE, or --visits, for visits alone)")
         }
     }
 
+    /// The geofence parameters and regions file: the evaluator's venue settings with --config,
+    /// else the defaults; flags given override either.
+    func settings() throws -> (parameters: GeofenceParameters, regions: String?) {
+        var parameters = GeofenceParameters(venue: venue ?? "replay")
+        var regionsPath = regions
+        if let config {
+            let configuration = try EvaluatorConfiguration.read(ConfigReader.forCommand(config: config, overrides: []))
+            let ids = configuration.venues.map(\.settings.id)
+            guard let chosen = venue ?? (ids.count == 1 ? ids.first : nil),
+                let served = configuration.venues.first(where: { $0.settings.id == chosen })
+            else {
+                throw ExitCode(
+                    64, "name the venue with --venue (this configuration serves \(ids.joined(separator: ", ")))")
+            }
+            parameters = served.settings.geofence
+            regionsPath = regionsPath ?? served.regionsPath
+        }
+        if let kIn { parameters.kIn = kIn }
+        if let kOut { parameters.kOut = kOut }
+        if let staleAfter { parameters.staleAfter = staleAfter }
+        if let timeZone { parameters.timeZone = TimeZone(identifier: timeZone)! }
+        if regionsPath == nil && !visits {
+            throw ExitCode(64, "the venue has no regions file: give --regions FILE")
+        }
+        return (parameters, regionsPath)
+    }
+
     func run() async throws {
+        let (parameters, regions) = try settings()
         let loaded = try regions.map { try InputFiles.usableRegions($0, skipInvalid: skipInvalid) } ?? []
         let data = try InputFiles.read(track)
         let subjectID =
@@ -90,12 +138,11 @@ struct ReplayCommand: ParsableCommand {
         let reader = TrackReader(subject: subjectID, defaultAccuracy: accuracy, interval: interval)
         let records = try reader.read(
             data, format: format ?? TrackReader.guessFormat(path: track, data: data), name: track)
-        let parameters = GeofenceParameters(
-            venue: venue, kIn: kIn, kOut: kOut, staleAfter: staleAfter, timeZone: TimeZone(identifier: timeZone)!)
         var engine = GeofenceEngine(regions: loaded, parameters: parameters)
         var detector = VisitDetector(
-            venue: venue, parameters: VisitParameters(radius: visitRadius, minimumDwell: visitMinimumDwell))
-        let topics = Topics(venue: venue)
+            venue: parameters.venue,
+            parameters: VisitParameters(radius: visitRadius, minimumDwell: visitMinimumDwell))
+        let topics = Topics(venue: parameters.venue)
         var output = LineWriter()
         var progress = ProgressBar(total: records.count)
         var rejected = 0
@@ -110,7 +157,9 @@ struct ReplayCommand: ParsableCommand {
                 progress.clear()
                 Output.error("\(record.location): skipped: \(error)")
                 rejected += 1
-            case .success(let fix):
+            case .success(var fix):
+                // The evaluator's events for obs/{agent}/gps say "gps": the same track, the same events.
+                fix.source = "gps"
                 switch engine.process(fix) {
                 case .success(let events):
                     for event in events { output.write(Self.line(event, topics: topics)) }

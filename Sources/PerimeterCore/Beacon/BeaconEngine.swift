@@ -19,7 +19,8 @@ public struct BeaconParameters: Sendable, Hashable {
     public var smoothing: RSSISmoothing
     public var distanceModel: DistanceModel
     public var calibration: BeaconCalibration
-    /// Ranging reports for a subject come at most this often.
+    /// Ranging reports for a subject come about this often: a report is due once this much
+    /// time, less a tenth of it (the jitter of the ticks that ask), has passed since the last.
     public var rangingInterval: TimeInterval
     /// Gateway mode: how far back the sightings of a tag count for its position.
     public var centroidWindow: TimeInterval
@@ -170,6 +171,8 @@ public struct BeaconEngine: Sendable {
     /// Sequence numbers of removed regions' memberships (region → subject → seq): a region
     /// removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
+    /// How many subjects were erased: memberships begun since carry it in their ids.
+    private var erasures = 0
 
     struct HeardBeacon: Sendable, Codable {
         var identity: BeaconIdentity
@@ -233,12 +236,14 @@ public struct BeaconEngine: Sendable {
         var generation: Int
         var retired: [String: [String: Int]]
         var locator: GatewayLocator.Snapshot
+        /// Absent from snapshots written before erasure epochs.
+        var erasures: Int? = nil
     }
 
     public var snapshot: Snapshot {
         Snapshot(
             regions: matcher.slotted, scanners: scanners, generation: generation, retired: retired,
-            locator: locator.snapshot)
+            locator: locator.snapshot, erasures: erasures)
     }
 
     /// An engine exactly where the snapshotted one stood.
@@ -249,6 +254,7 @@ public struct BeaconEngine: Sendable {
         for (index, scanner) in scanners.enumerated() { scannerByID[scanner.id] = index }
         generation = snapshot.generation
         retired = snapshot.retired
+        erasures = snapshot.erasures ?? 0
         locator = GatewayLocator(restoring: snapshot.locator, parameters: parameters)
     }
 
@@ -391,9 +397,8 @@ public struct BeaconEngine: Sendable {
     private mutating func regionState(_ slot: Int32, subject: Int) -> Int {
         if let found = scanners[subject].regions.firstIndex(where: { $0.slot == slot }) { return found }
         var state = RegionState(slot: slot)
-        if let id = matcher.regionID(slot: Int(slot)), let seq = retired[id]?[scanners[subject].id] {
-            state.membership = Membership(seq: seq)
-        }
+        let seq = matcher.regionID(slot: Int(slot)).flatMap { retired[$0]?[scanners[subject].id] } ?? 0
+        state.membership = Membership(seq: seq, epoch: erasures)
         scanners[subject].regions.append(state)
         return scanners[subject].regions.count - 1
     }
@@ -481,6 +486,26 @@ public struct BeaconEngine: Sendable {
         return events
     }
 
+    /// Erases a subject: its scanner entry goes entirely (reports, ranging times, beacons), and
+    /// every sequence number it had; the next memberships anyone begins carry the new erasure
+    /// count in their ids. Gateway-mode tags named by it go too.
+    public mutating func erase(subject: String, at t: Date) -> [RegionEvent] {
+        let events = forget(subject: subject, at: t, reason: "erased")
+        if let index = scannerByID.removeValue(forKey: subject) {
+            scanners.remove(at: index)
+            for (position, scanner) in scanners.enumerated() where position >= index {
+                scannerByID[scanner.id] = position
+            }
+        }
+        for region in retired.keys.sorted() {
+            retired[region]?[subject] = nil
+            if retired[region]?.isEmpty == true { retired[region] = nil }
+        }
+        locator.forget(tag: subject)
+        erasures += 1
+        return events
+    }
+
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
         guard let index = scannerByID[subject] else { return [] }
         var events: [RegionEvent] = []
@@ -513,7 +538,8 @@ public struct BeaconEngine: Sendable {
     // MARK: - Ranging
 
     /// Ranging reports due at `now`: for every subject inside a beacon region whose last report
-    /// is at least `rangingInterval` old, one report per region it is inside, listing the
+    /// is about `rangingInterval` old and whose scanner sent a scan within five intervals, one
+    /// report per region it is inside, listing the
     /// region's beacons heard within `beaconExitTimeout`, nearest first, unknown last. Taking a
     /// report starts the next "since the last report" window.
     public mutating func ranging(at now: Date) -> [RangingReport] {
@@ -523,15 +549,24 @@ public struct BeaconEngine: Sendable {
     }
 
     /// ``ranging(at:)`` without collecting: `body` gets each report.
-    public mutating func rangeDue(at now: Date, _ body: (RangingReport) -> Void) {
+    /// - Parameter skipping: subjects that get no ranging (their agents cannot range).
+    public mutating func rangeDue(at now: Date, skipping: Set<String> = [], _ body: (RangingReport) -> Void) {
         let time = now.timeIntervalSinceReferenceDate
         for index in scanners.indices {
-            guard time - scanners[index].lastRanging >= parameters.rangingInterval - 1e-9,
+            // The ticks asking are about an interval apart, never exactly: with no tolerance,
+            // every tick a little under a second after the last report skipped a whole second.
+            guard time - scanners[index].lastRanging >= parameters.rangingInterval * 0.9,
+                // A scanner silent this long is not ranging: no more empty reports every second.
+                time - scanners[index].lastReport <= Self.silentAfter(parameters.rangingInterval),
+                skipping.isEmpty || !skipping.contains(scanners[index].id),
                 scanners[index].regions.contains(where: { $0.membership.state == .inside })
             else { continue }
             rangeSubject(index, at: time, body)
         }
     }
+
+    /// How long a scanner may send no scan and still be ranged: five ranging intervals.
+    static func silentAfter(_ rangingInterval: TimeInterval) -> TimeInterval { 5 * rangingInterval }
 
     private mutating func rangeSubject(_ index: Int, at time: Double, _ body: (RangingReport) -> Void) {
         let now = Date(timeIntervalSinceReferenceDate: time)

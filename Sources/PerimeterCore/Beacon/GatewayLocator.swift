@@ -118,6 +118,13 @@ public struct GatewayLocator: Sendable {
 
     public func gateway(_ id: String) -> Gateway? { gatewayByID[id].map { gateways[$0] } }
 
+    /// Forgets a tag and its sightings (erasure).
+    public mutating func forget(tag subject: String) {
+        guard let index = tagBySubject.removeValue(forKey: subject) else { return }
+        tags.remove(at: index)
+        for position in index..<tags.count { tagBySubject[tags[position].subject] = position }
+    }
+
     /// Records what one gateway heard; returns where each tag it heard is now.
     public mutating func process(_ report: TagReport) -> [TagLocation] {
         if gatewayByID[report.gateway] == nil {

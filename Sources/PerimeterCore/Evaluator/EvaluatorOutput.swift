@@ -16,11 +16,16 @@ public enum EvaluatorOutput: Sendable, Hashable {
     case diagnostics(subject: String, JSONValue)
     /// Ask the subject once to upgrade to always (it has held events).
     case prompt(subject: String)
+    /// Ask the subject for temporary full accuracy on behalf of a session with a purpose.
+    case fullAccuracyRequest(subject: String, session: String, purpose: String)
     /// The gate changed a subject's authorization (allow once reverted): republished, retained.
     case authorization(subject: String, AuthorizationRecord)
     /// An observation dropped at ingest by the privacy gate: nothing is published, and the
     /// service does not keep the message.
     case privacyDrop(subject: String, reason: String)
+    /// The first observation dropped of a subject that has no authorization record: the service
+    /// logs it (its diagnostics say `authorizationRecordMissing`); nothing is published for it.
+    case unrecordedSubject(subject: String, reason: String)
     /// A subject was erased: every retained topic about it is cleared (its states in
     /// `regions`, place, diagnostics, authorization, preferences), then the request is answered.
     case erased(subject: String, regions: [String])
@@ -148,6 +153,13 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: topics.prompt(subject: subject), payload: Array(payload.serialized().utf8), qos: 1, retain: false
             )
+        case .fullAccuracyRequest(let subject, let session, let purpose):
+            let payload: JSONValue = [
+                "request": "temporaryFullAccuracy", "session": .string(session), "purpose": .string(purpose),
+            ]
+            return OutboundMessage(
+                topic: topics.prompt(subject: subject), payload: Array(payload.serialized().utf8), qos: 1, retain: false
+            )
         case .authorization(let subject, let record):
             return OutboundMessage(
                 topic: topics.authorization(subject: subject), payload: Array(record.json.serialized().utf8), qos: 1,
@@ -190,7 +202,7 @@ extension EvaluatorOutput {
             return OutboundMessage(
                 topic: topics.live(consumer: consumer, subject: subject), payload: Array(payload.serialized().utf8),
                 qos: 1, retain: false)
-        case .privacyDrop, .erased, .shown:
+        case .privacyDrop, .unrecordedSubject, .erased, .shown:
             return nil
         }
     }

@@ -71,13 +71,15 @@ public struct AgentStatus: Sendable, Hashable {
     public var agent: String
     public var online: Bool
     public var t: Date?
-    public var capabilities: [String]
+    /// What the agent can observe (``AgentStatus/knownCapabilities``); nil when it did not say
+    /// (everything is accepted from it then).
+    public var capabilities: [String]?
     /// `scanner` or `gateway`.
     public var mode: String?
     public var version: String?
 
     public init(
-        agent: String, online: Bool, t: Date? = nil, capabilities: [String] = [], mode: String? = nil,
+        agent: String, online: Bool, t: Date? = nil, capabilities: [String]? = nil, mode: String? = nil,
         version: String? = nil
     ) {
         self.agent = agent
@@ -87,6 +89,11 @@ public struct AgentStatus: Sendable, Hashable {
         self.mode = mode
         self.version = version
     }
+
+    /// The capabilities an agent may announce (DESIGN.md §2, Core Location's
+    /// `isMonitoringAvailable(for:)` / `isRangingAvailable()`): `gps` (fixes), `ble-scan` (BLE
+    /// scans: beacon monitoring and places), `ranging` (ranging reports from its scans).
+    public static let knownCapabilities = ["gps", "ble-scan", "ranging"]
 }
 
 /// One tag heard by a fixed receiver, named by the subject it is (gateway mode).

@@ -7,8 +7,8 @@ extension InboundDecoder {
 
     /// `owntracks/{user}/{device}` (https://owntracks.org/booklet/tech/json/): `location` is a
     /// fix for subject `owntracks:{user}:{device}`; `waypoint` and `waypoints` define regions;
-    /// every other `_type` (transition, card, lwt, cmd, status …) says nothing the evaluator
-    /// uses and decodes to nothing.
+    /// `lwt` (the app's last will) is an offline status of the device; every other `_type`
+    /// (transition, card, cmd, status …) says nothing the evaluator uses and decodes to nothing.
     static func ownTracks(_ json: JSONValue, user: String, device: String) throws(InboundError) -> [Inbound] {
         let reader = try FieldReader(json)
         guard let type = try reader.string("_type") else { throw reader.missing("_type") }
@@ -35,6 +35,12 @@ extension InboundDecoder {
                 }
             }
             return regions
+        case "lwt":
+            // The app's last will: the device went away; its subject goes unknown at once.
+            let t = try reader.epochSeconds("tst")
+            return [
+                .agentStatus(AgentStatus(agent: ownTracksSubject(user: user, device: device), online: false, t: t))
+            ]
         default:
             return []
         }

@@ -360,8 +360,18 @@ public enum InboundDecoder {
         let reader = try FieldReader(json)
         try reader.onlyKnown(["online", "caps", "mode", "version", "t"])
         guard let online = try reader.bool("online") else { throw reader.missing("online") }
+        let caps = try reader.strings("caps")
+        for (index, name) in (caps ?? []).enumerated() where !AgentStatus.knownCapabilities.contains(name) {
+            throw InboundError(
+                code: "capability", field: "caps[\(index)]",
+                "'\(name.prefix(40))' is not a capability (known: \(AgentStatus.knownCapabilities.joined(separator: ", ")))"
+            )
+        }
+        if let caps, caps.count > AgentStatus.knownCapabilities.count {
+            throw InboundError(code: "capability", field: "caps", "\(caps.count) entries; each capability once")
+        }
         return AgentStatus(
-            agent: agent, online: online, t: try reader.time("t"), capabilities: try reader.strings("caps") ?? [],
+            agent: agent, online: online, t: try reader.time("t"), capabilities: caps,
             mode: try reader.choice("mode", ["scanner", "gateway"]), version: try reader.string("version"))
     }
 
@@ -406,13 +416,31 @@ public enum InboundDecoder {
         "notDetermined", "denied", "restricted", "whenInUse", "always", "provisionalAlways",
     ]
 
-    /// `{status, accuracy?, temporary?}`, checked and passed through as it is.
+    /// `{status, accuracy?, temporary?, temporaryFullAccuracy?}`, checked and passed through as it is.
+    /// Allow once (`temporary: true`) exists only with `whenInUse`; a temporary full-accuracy
+    /// grant names the session (`consumer/session`) it was granted to and needs `accuracy: reduced`.
     static func authorization(_ json: JSONValue) throws(InboundError) -> JSONValue {
         let reader = try FieldReader(json)
-        try reader.onlyKnown(["status", "accuracy", "temporary"])
-        guard try reader.choice("status", authorizationStatuses) != nil else { throw reader.missing("status") }
-        _ = try reader.choice("accuracy", ["full", "reduced"])
-        _ = try reader.bool("temporary")
+        try reader.onlyKnown(["status", "accuracy", "temporary", "temporaryFullAccuracy"])
+        guard let status = try reader.choice("status", authorizationStatuses) else { throw reader.missing("status") }
+        let accuracy = try reader.choice("accuracy", ["full", "reduced"])
+        if try reader.bool("temporary") == true, status != "whenInUse" {
+            throw reader.schema(
+                "temporary",
+                "allow once (temporary: true) exists only with status whenInUse; with '\(status)' it means nothing")
+        }
+        if let session = try reader.string("temporaryFullAccuracy") {
+            let levels = session.split(separator: "/", omittingEmptySubsequences: false)
+            guard levels.count == 2, levels.allSatisfy({ FieldReader.topicSafetyProblem(String($0)) == nil }) else {
+                throw reader.schema(
+                    "temporaryFullAccuracy", "expected the session it was granted to, 'consumer/session'")
+            }
+            guard accuracy == "reduced" else {
+                throw reader.schema(
+                    "temporaryFullAccuracy",
+                    "a temporary full-accuracy grant needs accuracy 'reduced' (full needs none)")
+            }
+        }
         return json
     }
 

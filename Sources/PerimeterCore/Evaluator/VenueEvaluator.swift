@@ -59,6 +59,12 @@ public struct VenueEvaluator: Sendable {
     private var observed: [String: Set<String>] = [:]
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
+    /// Subjects a gateway located (a room place), and when they were last heard.
+    private var located: [String: Date] = [:]
+    /// What each agent that announced `caps` can observe (agents that did not say are not limited).
+    private var capabilities: [String: Set<String>] = [:]
+    /// The ids the venue's regions file defines: the file wins for them (``reload(_:previous:at:)``).
+    public private(set) var fileRegionIDs: Set<String> = []
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
@@ -99,7 +105,16 @@ public struct VenueEvaluator: Sendable {
         var homeAssistantTrackers: Set<String>? = nil
         /// Absent from snapshots written before visits.
         var locationServices: LocationServices.State? = nil
+        /// Absent from snapshots written before room places expired.
+        var located: [String: Date]? = nil
+        /// Absent from snapshots written before capabilities were enforced.
+        var capabilities: [String: Set<String>]? = nil
+        /// Absent from snapshots written before the file's precedence (the service sets it).
+        var fileRegionIDs: Set<String>? = nil
     }
+
+    /// Sets the ids of the regions file (a restore from a snapshot written before they were kept).
+    public mutating func noteFileRegions(_ ids: Set<String>) { fileRegionIDs = ids }
 
     /// JSON for snapshots: times as seconds, the engines' ±∞ sentinels ("never") as text.
     public static func snapshotEncoder() -> JSONEncoder {
@@ -122,7 +137,8 @@ public struct VenueEvaluator: Sendable {
             beacons: beacons.snapshot, inside: inside, gpsPlaces: gpsPlaces, places: places, preferences: preferences,
             observers: observers, observed: observed, offline: offline, authorization: authorization, usage: usage,
             sessions: sessions, privacy: privacy.snapshot, homeAssistantTrackers: homeAssistantTrackers,
-            locationServices: locationServices.snapshot)
+            locationServices: locationServices.snapshot, located: located, capabilities: capabilities,
+            fileRegionIDs: fileRegionIDs)
     }
 
     /// An evaluator exactly where the snapshotted one stood (settings may have changed since).
@@ -147,6 +163,9 @@ public struct VenueEvaluator: Sendable {
         usage = snapshot.usage
         sessions = snapshot.sessions
         homeAssistantTrackers = snapshot.homeAssistantTrackers ?? []
+        located = snapshot.located ?? [:]
+        capabilities = snapshot.capabilities ?? [:]
+        fileRegionIDs = snapshot.fileRegionIDs ?? []
     }
 
     public var regionCount: Int { regions.count }
@@ -210,9 +229,10 @@ public struct VenueEvaluator: Sendable {
         if let refusal = settings.trust.refusal(of: input, agent: agent, receivedAt: receivedAt) {
             return .failure(refusal)
         }
+        if let refusal = capabilityRefusal(of: input, agent: agent) { return .failure(refusal) }
         switch input {
         case .fix(var fix):
-            if let drop = dropped(fix.subject) { return .success([drop]) }
+            if let drop = dropped(fix.subject) { return .success([drop] + toldUnrecorded(fix.subject, at: receivedAt)) }
             fix = privacy.coarsen(fix)
             switch geofences.process(fix) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
@@ -230,7 +250,7 @@ public struct VenueEvaluator: Sendable {
                 }
                 report.sightings = kept
             } else if let drop = dropped(report.subject ?? report.agent) {
-                return .success([drop])
+                return .success([drop] + toldUnrecorded(report.subject ?? report.agent, at: receivedAt))
             }
             switch beacons.process(report) {
             case .failure(let rejection): return .failure(InboundError(code: rejection.code, "\(rejection)"))
@@ -256,10 +276,12 @@ public struct VenueEvaluator: Sendable {
         case .agentStatus(let status):
             if status.online {
                 offline[status.agent] = nil
-            } else if offline[status.agent] == nil {
-                offline[status.agent] = status.t ?? receivedAt
+                capabilities[status.agent] = status.capabilities.map(Set.init)
+                return .success([])
             }
-            return .success([])
+            guard offline[status.agent] == nil else { return .success([]) }
+            offline[status.agent] = status.t ?? receivedAt
+            return .success(agentWentOffline(status.agent, at: receivedAt))
         case .regionUpsert(let region) where agent != nil:
             // Only the OwnTracks adapter turns an agent's message into a region: a waypoint.
             guard let user = agent.flatMap(InboundDecoder.ownTracksDevice(of:))?.user,
@@ -278,8 +300,16 @@ public struct VenueEvaluator: Sendable {
             }
             return .success(upsert(scoped, at: receivedAt) + [.waypoint(region: scoped.id, scoped.feature)])
         case .regionUpsert(let region):
+            if fileRegionIDs.contains(region.id) {
+                // The same definition as the file's (perimeter up publishes its file) changes nothing.
+                guard let current = regions[region.id], Self.sameDefinition(current, region) else {
+                    return .failure(Self.fileRegionRefusal(region.id, "changed"))
+                }
+                return .success([])
+            }
             return .success(upsert(region, at: receivedAt))
         case .regionRemove(let id):
+            if fileRegionIDs.contains(id) { return .failure(Self.fileRegionRefusal(id, "deleted")) }
             return .success(remove(regionID: id, at: receivedAt))
         case .preferences(let subject, let choices):
             preferences[subject] = choices
@@ -309,18 +339,23 @@ public struct VenueEvaluator: Sendable {
     /// place, preferences, privacy records, held events; occupancy drops it. The service then
     /// clears its retained topics and its rows.
     public mutating func erase(_ subject: String, at t: Date) -> [EvaluatorOutput] {
-        var events = geofences.forget(subject: subject, at: t, reason: "erased")
-        events += beacons.forget(subject: subject, at: t, reason: "erased")
+        var events = geofences.erase(subject: subject, at: t)
+        events += beacons.erase(subject: subject, at: t)
         var outputs: [EvaluatorOutput] = []
         for region in inside.keys.sorted() where inside[region]!.remove(subject) != nil {
             outputs.append(.occupancy(region: region, count: inside[region]!.count, t: t))
         }
         places[subject] = nil
         gpsPlaces[subject] = nil
+        located[subject] = nil
         preferences[subject] = nil
         authorization[subject] = nil
         usage[subject] = nil
         for agent in observers.removeValue(forKey: subject) ?? [] { observed[agent]?.remove(subject) }
+        // The subject may be an agent too (a phone is both): what it observed and its status go.
+        for other in observed.removeValue(forKey: subject) ?? [] { observers[other]?.remove(subject) }
+        offline[subject] = nil
+        capabilities[subject] = nil
         privacy.erase(subject)
         locationServices.erase(subject: subject)
         outputs.append(.erased(subject: subject, regions: Array(Set(events.map(\.region))).sorted()))
@@ -401,6 +436,14 @@ public struct VenueEvaluator: Sendable {
         return .privacyDrop(subject: subject, reason: reason)
     }
 
+    /// The first drop of a subject without an authorization record is not silent: its
+    /// diagnostics (`authorizationRecordMissing`) and a line in the service's log. (Not for the
+    /// tags a gateway hears: those are anyone's beacons, and each would leave a retained topic.)
+    private mutating func toldUnrecorded(_ subject: String, at t: Date) -> [EvaluatorOutput] {
+        guard let told = privacy.noteUnrecorded(subject, at: t) else { return [] }
+        return [.unrecordedSubject(subject: subject, reason: privacy.refusal(of: subject) ?? "")] + apply(told, at: t)
+    }
+
     /// What the privacy gate decided, as outputs. A subject it no longer allows is forgotten
     /// by the engines: its states read `unmonitored`, its place goes.
     private mutating func apply(_ gated: [PrivacyOutput], at t: Date) -> [EvaluatorOutput] {
@@ -411,6 +454,8 @@ public struct VenueEvaluator: Sendable {
             case .notifySelf(let event): outputs.append(.selfNotification(event))
             case .diagnostics(let subject, let value): outputs.append(.diagnostics(subject: subject, value))
             case .prompt(let subject): outputs.append(.prompt(subject: subject))
+            case .fullAccuracyRequest(let subject, let session, let purpose):
+                outputs.append(.fullAccuracyRequest(subject: subject, session: session, purpose: purpose))
             case .authorization(let subject, let record):
                 authorization[subject] = record.json
                 outputs.append(.authorization(subject: subject, record))
@@ -445,11 +490,81 @@ public struct VenueEvaluator: Sendable {
         }
     }
 
+    /// Why an agent's observation is refused by the capabilities it announced: a fix needs
+    /// `gps`, a BLE scan `ble-scan` (Core Location's `isMonitoringAvailable(for:)`).
+    private func capabilityRefusal(of input: Inbound, agent: String?) -> InboundError? {
+        guard let agent, let announced = capabilities[agent] else { return nil }
+        let needed: String
+        switch input {
+        case .fix: needed = "gps"
+        case .beacons, .tags: needed = "ble-scan"
+        default: return nil
+        }
+        guard !announced.contains(needed) else { return nil }
+        return InboundError(
+            code: "capability",
+            "agent '\(agent)' announced caps [\(announced.sorted().joined(separator: ", "))] on its status; this observation needs '\(needed)' (not used)"
+        )
+    }
+
+    /// Subjects whose every observing agent announced capabilities without `ranging`
+    /// (Core Location's `isRangingAvailable()` false): they get no ranging and no beacon place.
+    private func unranged() -> Set<String> {
+        var subjects: Set<String> = []
+        for (agent, caps) in capabilities where !caps.contains("ranging") {
+            for subject in observed[agent] ?? [] {
+                let agents = observers[subject] ?? []
+                if agents.allSatisfy({ capabilities[$0].map { !$0.contains("ranging") } ?? false }) {
+                    subjects.insert(subject)
+                }
+            }
+        }
+        return subjects
+    }
+
+    /// An agent's last will (or offline status, or OwnTracks `lwt`): every subject whose
+    /// observing agents are now all offline goes `unknown` at once (`agentOffline`), without an
+    /// exit; a room place a gateway gave it goes too (nothing live says where it is).
+    private mutating func agentWentOffline(_ agent: String, at t: Date) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for subject in (observed[agent] ?? []).sorted() {
+            guard let agents = observers[subject], agents.allSatisfy({ offline[$0] != nil }) else { continue }
+            var events = geofences.markUnknown(subject: subject, at: t, reason: "agentOffline")
+            events += beacons.markUnknown(subject: subject, at: t, reason: "agentOffline")
+            outputs += publish(events.sortedForPublishing())
+            if located.removeValue(forKey: subject) != nil { outputs += dropRoomPlace(of: subject, at: t) }
+        }
+        return outputs
+    }
+
+    /// Forgets a gateway's room place of a subject no longer heard; its default place, if any, answers.
+    private mutating func dropRoomPlace(of subject: String, at t: Date) -> [EvaluatorOutput] {
+        guard places[subject]?.source == .beacon else { return [] }
+        places[subject] = nil
+        let replaced = updatePlace(of: subject, at: t)
+        return replaced.isEmpty ? [.place(subject: subject, nil, t: t)] : replaced
+    }
+
+    /// Room places of gateway-located subjects (ESPresense, BLE gateways) not heard for
+    /// `staleAfter` expire, on the venue's clock.
+    private mutating func expireRoomPlaces(now: Date) -> [EvaluatorOutput] {
+        guard !located.isEmpty else { return [] }
+        let limit = now.addingTimeInterval(-settings.geofence.staleAfter)
+        let expired = located.filter { $0.value <= limit }.map(\.key).sorted()
+        var outputs: [EvaluatorOutput] = []
+        for subject in expired {
+            located[subject] = nil
+            outputs += dropRoomPlace(of: subject, at: now)
+        }
+        return outputs
+    }
+
     /// Gateway-mode positions go to the geofences; rooms become places.
     private mutating func locate(_ locations: [TagLocation], by gateway: String) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         for location in locations {
             noteObserved(location.subject, by: gateway)
+            located[location.subject] = max(located[location.subject] ?? location.t, location.t)
             if let fix = location.fix, case .success(let events) = geofences.process(fix) {
                 outputs += publish(events)
             }
@@ -466,6 +581,9 @@ public struct VenueEvaluator: Sendable {
 
     private mutating func noteObserved(_ subject: String, by agent: String?) {
         guard let agent else { return }
+        // An observation says its agent is running (OwnTracks apps send no online status after
+        // their last will; their next location is the news).
+        if offline[agent] != nil { offline[agent] = nil }
         if observers[subject, default: []].insert(agent).inserted {
             observed[agent, default: []].insert(subject)
         }
@@ -473,20 +591,22 @@ public struct VenueEvaluator: Sendable {
 
     // MARK: - Time
 
-    /// Delays, dwells, exits and staleness that fall due by `now`, and ranging reports. A
-    /// subject whose agents all went offline (last will) goes `unknown` like any subject not
-    /// heard from for `staleAfter`, with the reason `agentOffline`; no exit is invented.
+    /// Delays, dwells, exits and staleness that fall due by `now`, ranging reports, room places
+    /// that expired. (A subject whose agents all went offline goes `unknown` when the last will
+    /// arrives, not here.)
     public mutating func tick(now: Date) -> [EvaluatorOutput] {
         var outputs = publish(geofences.advance(to: now))
         outputs += publish(beacons.advance(to: now))
         var ranged: Set<String> = []
         var reports: [RangingReport] = []
-        beacons.rangeDue(at: now) { report in
+        let unranged = capabilities.isEmpty ? [] : unranged()
+        beacons.rangeDue(at: now, skipping: unranged) { report in
             reports.append(report)
             ranged.insert(report.subject)
         }
         outputs += reports.filter { privacy.allowsRanging($0.subject, at: $0.t) }.map(EvaluatorOutput.ranging)
         for subject in ranged.sorted() { outputs += updatePlace(of: subject, at: now) }
+        outputs += expireRoomPlaces(now: now)
         outputs += apply(privacy.tick(now: now), at: now)
         outputs += tickLocationServices(now: now, after: outputs)
         if settings.homeAssistant != nil { outputs += followHomeAssistant(outputs, after: nil) }
@@ -495,8 +615,9 @@ public struct VenueEvaluator: Sendable {
 
     // MARK: - Regions
 
-    /// Adds or changes a region without a restart: states are kept (no enter/exit storm); the
-    /// next observation of each subject re-evaluates them.
+    /// Adds or changes a region without a restart. A changed geographic region re-decides the
+    /// subjects that have a state for it against their last fix (a shrink gives exits and the
+    /// occupancy at once); a new one waits for each subject's next observation.
     /// A new region's occupancy is published at once (0, or whoever the evaluator already
     /// counts in it), so that a consumer sees 0 for a region nobody has entered, not nothing.
     public mutating func upsert(_ region: Region, at t: Date) -> [EvaluatorOutput] {
@@ -505,8 +626,16 @@ public struct VenueEvaluator: Sendable {
             outputs = remove(regionID: region.id, at: t)
         }
         let isNew = regions[region.id] == nil
+        let changed = regions[region.id] != region
         regions[region.id] = region
         if region.isGeographic { geofences.upsert(region) } else { beacons.upsert(region) }
+        // A changed shape re-decides at once the subjects with a state for it, against their
+        // last fix: a region shrunk away from someone gives the exit and occupancy now.
+        if region.isGeographic && !isNew && changed {
+            let events = geofences.reevaluate(regionID: region.id, at: t)
+            outputs += publish(events)
+            for subject in Set(events.map(\.subject)).sorted() { outputs += updatePlace(of: subject, at: t) }
+        }
         if isNew { outputs.append(.occupancy(region: region.id, count: inside[region.id]?.count ?? 0, t: t)) }
         return Self.coalescingOccupancy(outputs + homeAssistantConfigs(of: region))
     }
@@ -534,11 +663,35 @@ public struct VenueEvaluator: Sendable {
         return Self.coalescingOccupancy(outputs)
     }
 
-    /// Applies a re-read regions file (SIGHUP): changed and new regions are upserted, missing
-    /// ones removed. Regions that came from the retained topic are the caller's to keep.
+    /// Whether two definitions of a region monitor the same way: whether the Feature carried its
+    /// id, and the beacons' drawing positions (`properties.beacons`, which `perimeter up` adds
+    /// from the venue file), do not count.
+    static func sameDefinition(_ left: Region, _ right: Region) -> Bool {
+        var left = left
+        var right = right
+        left.idInFeature = right.idInFeature
+        left.properties["beacons"] = nil
+        right.properties["beacons"] = nil
+        return left == right
+    }
+
+    /// Why a `regions/{id}` message about a region of the regions file is refused: the file
+    /// wins for the ids it defines (topics.md, "Regions file and topics").
+    static func fileRegionRefusal(_ id: String, _ what: String) -> InboundError {
+        InboundError(
+            code: "region",
+            "region '\(id)' is defined in the venue's regions file, which wins for its ids: not \(what) over MQTT (edit the file and send SIGHUP, or remove it from the file first)"
+        )
+    }
+
+    /// Applies a (re-)read regions file (start, SIGHUP): changed and new regions are upserted,
+    /// missing ones removed. The file wins for the ids it defines: they replace a region of the
+    /// same id that came over MQTT, and MQTT messages about them are refused from then on.
+    /// Regions that came from the retained topic under other ids are the caller's to keep.
     public mutating func reload(_ fileRegions: [Region], previous: Set<String>, at t: Date) -> [EvaluatorOutput] {
         var outputs: [EvaluatorOutput] = []
         let ids = Set(fileRegions.map(\.id))
+        fileRegionIDs = ids
         for id in previous.subtracting(ids).sorted() { outputs += remove(regionID: id, at: t) }
         for region in fileRegions where regions[region.id] != region { outputs += upsert(region, at: t) }
         return Self.coalescingOccupancy(outputs)

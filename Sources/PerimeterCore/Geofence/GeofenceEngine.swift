@@ -62,6 +62,8 @@ public struct GeofenceEngine: Sendable {
     /// Sequence numbers of removed regions' memberships, by region then subject, so that a
     /// region removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
+    /// How many subjects were erased: memberships begun since carry it in their ids.
+    private var erasures = 0
     /// The largest `exitBuffer` of any region, so candidate searches reach far enough.
     private var maxExitBuffer: Double
     private let calendar: Calendar
@@ -91,13 +93,28 @@ public struct GeofenceEngine: Sendable {
     public struct Snapshot: Sendable, Codable {
         var subjects: [String: Track]
         var retired: [String: [String: Int]]
+        /// Absent from snapshots written before erasure epochs.
+        var erasures: Int? = nil
     }
 
-    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired) }
+    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired, erasures: erasures) }
 
     public mutating func restore(_ snapshot: Snapshot) {
         subjects = snapshot.subjects
         retired = snapshot.retired
+        erasures = snapshot.erasures ?? 0
+    }
+
+    /// Erases a subject: its track and every sequence number it had (nothing naming it is
+    /// kept); the next memberships anyone begins carry the new erasure count in their ids.
+    public mutating func erase(subject: String, at t: Date) -> [RegionEvent] {
+        let events = forget(subject: subject, at: t, reason: "erased")
+        for region in retired.keys.sorted() {
+            retired[region]?[subject] = nil
+            if retired[region]?.isEmpty == true { retired[region] = nil }
+        }
+        erasures += 1
+        return events
     }
 
     /// The confirmed state of `subject` for `region` (`unknown` when never evaluated).
@@ -159,7 +176,7 @@ public struct GeofenceEngine: Sendable {
         for id in candidates.keys.sorted() {
             let region = candidates[id]!
             guard region.region.applies(to: fix.subject) else { continue }
-            var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0)
+            var membership = track.memberships[id] ?? Membership(seq: retired[id]?[fix.subject] ?? 0, epoch: erasures)
             let isNew = track.memberships[id] == nil
             let context = context(region.region, fix.subject)
             if let schedule = region.region.schedule, !schedule.isActive(at: fix.t, calendar: calendar) {
@@ -364,11 +381,41 @@ public struct GeofenceEngine: Sendable {
 
     // MARK: - Regions
 
-    /// Adds or replaces a region. States for it are kept; the next fix re-evaluates them.
+    /// Adds or replaces a region. States for it are kept; ``reevaluate(regionID:at:)`` re-decides them.
     public mutating func upsert(_ region: Region) {
         guard region.isGeographic else { return }
         index.upsert(region)
         maxExitBuffer = max(maxExitBuffer, region.exitBuffer)
+    }
+
+    /// Re-decides, against each subject's last fix, the state of every subject that has one
+    /// for `regionID` (after the region changed shape): a region shrunk away from a subject
+    /// gives its exit now, dated `t`, with `source: "regionChanged"`, instead of waiting for the
+    /// subject's next fix. Unknown and unmonitored states, and subjects whose last fix is stale,
+    /// stay as they are; delays apply as for a fix.
+    public mutating func reevaluate(regionID: String, at t: Date) -> [RegionEvent] {
+        guard let region = index[regionID] else { return [] }
+        var events: [RegionEvent] = []
+        for subject in subjects.keys.sorted() {
+            guard var track = subjects[subject], !track.stale, let fix = track.lastFix,
+                var membership = track.memberships[regionID],
+                membership.state == .inside || membership.state == .outside
+            else { continue }
+            if let schedule = region.region.schedule, !schedule.isActive(at: t, calendar: calendar) { continue }
+            guard region.region.applies(to: subject),
+                let classification = classify(fix, accuracy: fix.accuracy ?? 0, in: region),
+                classification != membership.heading
+            else { continue }
+            let at = max(t, track.lastEmitted ?? t)
+            let produced = membership.observe(
+                classification, at: at, evidence: Evidence(fix: fix, source: "regionChanged"),
+                context(region.region, subject))
+            track.memberships[regionID] = membership
+            if let last = produced.last { track.lastEmitted = max(track.lastEmitted ?? last.t, last.t) }
+            subjects[subject] = track
+            events += produced
+        }
+        return events
     }
 
     /// Removes a region; every subject with a state for it gets `unmonitored`.

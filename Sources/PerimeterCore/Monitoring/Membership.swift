@@ -52,8 +52,13 @@ struct Membership: Sendable, Codable {
     var insideSince: Date?
     var dwellFired = false
     var seq = 0
+    /// The venue's erasure count when this membership began (nil: 0), part of its event ids.
+    var epoch: Int?
 
-    init(seq: Int = 0) { self.seq = seq }
+    init(seq: Int = 0, epoch: Int = 0) {
+        self.seq = seq
+        self.epoch = epoch == 0 ? nil : epoch
+    }
 
     /// Where the state is going: the pending change, else the state.
     var heading: MembershipState { pending?.state ?? state }
@@ -162,7 +167,7 @@ struct Membership: Sendable, Codable {
             kind: kind, region: context.region.id, subject: context.subject, t: t, seq: seq,
             id: RegionEvent.makeID(
                 venue: context.venue, region: context.region.id, subject: context.subject, kind: kind, seq: seq,
-                hasher: context.hasher.implementation),
+                epoch: epoch ?? 0, hasher: context.hasher.implementation),
             source: evidence.source, fix: evidence.fix, refinement: evidence.refinement, interpolated: interpolated)
     }
 }

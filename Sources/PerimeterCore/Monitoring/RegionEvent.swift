@@ -77,19 +77,30 @@ public struct RegionEvent: Sendable, Hashable, Codable {
 
     /// The same id through another SHA-256 implementation (libcrypto's, injected by a service):
     /// byte-identical to ``makeID(venue:region:subject:kind:seq:)``.
+    /// - Parameter epoch: the venue's erasure count when the (subject, region) membership began;
+    ///   0 (not hashed) for memberships older than any erasure. A subject erased and seen again
+    ///   counts from seq 1 again (nothing about it was kept), and the epoch keeps its new ids
+    ///   apart from the old ones.
     public static func makeID(
-        venue: String, region: String, subject: String, kind: Kind, seq: Int, hasher: some SHA256Hashing
+        venue: String, region: String, subject: String, kind: Kind, seq: Int, epoch: Int = 0,
+        hasher: some SHA256Hashing
     ) -> String {
         Hex.encode(
-            hasher.sha256(idMessage(venue: venue, region: region, subject: subject, kind: kind, seq: seq)).prefix(16))
+            hasher.sha256(
+                idMessage(venue: venue, region: region, subject: subject, kind: kind, seq: seq, epoch: epoch)
+            ).prefix(16))
     }
 
     /// What an id hashes: the parts, each followed by a NUL, in one contiguous message hashed in
-    /// one pass (ids are made for every transition).
-    private static func idMessage(venue: String, region: String, subject: String, kind: Kind, seq: Int) -> [UInt8] {
+    /// one pass (ids are made for every transition). The epoch is a part only when non-zero.
+    private static func idMessage(
+        venue: String, region: String, subject: String, kind: Kind, seq: Int, epoch: Int = 0
+    ) -> [UInt8] {
         var message: [UInt8] = []
         message.reserveCapacity(venue.utf8.count + region.utf8.count + subject.utf8.count + 32)
-        for part in [venue, region, subject, kind.rawValue, String(seq)] {
+        var parts = [venue, region, subject, kind.rawValue, String(seq)]
+        if epoch != 0 { parts.append("erasure-epoch:\(epoch)") }
+        for part in parts {
             message.append(contentsOf: part.utf8)
             message.append(0)
         }

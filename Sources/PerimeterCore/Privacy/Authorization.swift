@@ -20,11 +20,19 @@ public struct AuthorizationRecord: Sendable, Hashable, Codable {
     public var reducedAccuracy: Bool
     /// Allow once: when-in-use that reverts to notDetermined when the subject stops using it.
     public var temporary: Bool
+    /// Temporary full accuracy (Core Location's `requestTemporaryFullAccuracy(withPurposeKey:)`):
+    /// the session (`consumer/session`) the subject granted full accuracy to, for as long as that
+    /// session lasts and asks for it (a `fullAccuracyPurpose`). Only with `reducedAccuracy`.
+    public var temporaryFullAccuracy: String?
 
-    public init(status: AuthorizationStatus, reducedAccuracy: Bool = false, temporary: Bool = false) {
+    public init(
+        status: AuthorizationStatus, reducedAccuracy: Bool = false, temporary: Bool = false,
+        temporaryFullAccuracy: String? = nil
+    ) {
         self.status = status
         self.reducedAccuracy = reducedAccuracy
         self.temporary = temporary
+        self.temporaryFullAccuracy = temporaryFullAccuracy
     }
 
     /// Reads a record the inbound decoder has already checked; nil for anything else.
@@ -35,13 +43,16 @@ public struct AuthorizationRecord: Sendable, Hashable, Codable {
         self.status = status
         reducedAccuracy = json["accuracy"]?.stringValue == "reduced"
         temporary = json["temporary"]?.boolValue ?? false
+        temporaryFullAccuracy = reducedAccuracy ? json["temporaryFullAccuracy"]?.stringValue : nil
     }
 
     public var json: JSONValue {
-        [
+        var object: JSONObject = [
             "status": .string(status.rawValue), "accuracy": .string(reducedAccuracy ? "reduced" : "full"),
             "temporary": .bool(temporary),
         ]
+        if let temporaryFullAccuracy { object["temporaryFullAccuracy"] = .string(temporaryFullAccuracy) }
+        return .object(object)
     }
 }
 

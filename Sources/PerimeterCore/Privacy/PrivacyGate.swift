@@ -8,6 +8,9 @@ public enum PrivacyOutput: Sendable, Hashable {
     case diagnostics(subject: String, JSONValue)
     /// Ask the subject, once ever, to upgrade to always (`subjects/{s}/prompt`).
     case prompt(subject: String)
+    /// Ask the subject (reduced accuracy) for temporary full accuracy on behalf of a session
+    /// that declared a purpose (`subjects/{s}/prompt`).
+    case fullAccuracyRequest(subject: String, session: String, purpose: String)
     /// The gate changed the subject's record (allow once reverting): republish it, retained.
     case authorization(subject: String, AuthorizationRecord)
     /// The subject may no longer be observed: forget it, its states read `unmonitored`.
@@ -37,6 +40,9 @@ public enum PrivacyOutput: Sendable, Hashable {
 ///   regions and ranging give `accuracyLimited` instead of events.
 /// - Sessions layer: the requirement is the union of the sessions covering the subject; with
 ///   none, events are withheld (`serviceSessionRequired`).
+/// - The retained picture follows access: a withheld state change is kept and delivered when
+///   the subject's access widens (only states, no made-up transitions); a live event drops the
+///   held one of the same region, which it supersedes.
 public struct PrivacyGate: Sendable {
     public let settings: PrivacySettings
     private var state = State()
@@ -54,6 +60,22 @@ public struct PrivacyGate: Sendable {
         var counters: [String: Int] = [:]
         /// The latest time the gate has seen, for "now" questions outside ticks.
         var now: Date = .distantPast
+        /// Per subject and region, the latest state change consumers were not given: the retained
+        /// `state/{region}/{subject}` still shows the one before it. Delivered as soon as the
+        /// subject's access widens (``resynchronize(_:at:)``). Absent from older snapshots.
+        var withheldStates: [String: [String: WithheldState]]? = nil
+        /// Subjects without an authorization record whose observations were dropped, told once
+        /// (a diagnostic and a log line); bounded by ``PrivacyGate/unrecordedLimit``.
+        var unrecorded: Set<String>? = nil
+    }
+
+    /// How many subjects without a record the gate tells about (each a retained diagnostics topic).
+    public static let unrecordedLimit = 10_000
+
+    /// A state change withheld from consumers, and whether its region needs full accuracy.
+    struct WithheldState: Sendable, Codable {
+        var event: RegionEvent
+        var precise: Bool
     }
 
     struct UsageMark: Sendable, Codable {
@@ -88,7 +110,20 @@ public struct PrivacyGate: Sendable {
         return settings.defaultStatus
     }
 
-    public func isReduced(_ subject: String) -> Bool { state.records[subject]?.reducedAccuracy ?? false }
+    /// Reduced accuracy now: the subject chose it and no temporary full-accuracy grant is in force.
+    public func isReduced(_ subject: String) -> Bool {
+        guard let record = state.records[subject], record.reducedAccuracy else { return false }
+        return !hasTemporaryFullAccuracy(subject)
+    }
+
+    /// Whether a temporary full-accuracy grant is in force: the session it names exists, covers
+    /// the subject and still declares a `fullAccuracyPurpose`.
+    public func hasTemporaryFullAccuracy(_ subject: String) -> Bool {
+        guard let record = state.records[subject], record.reducedAccuracy, let key = record.temporaryFullAccuracy,
+            let session = state.sessions[key]
+        else { return false }
+        return session.covers(subject) && session.fullAccuracyPurpose != nil
+    }
 
     /// Whether observations of `subject` may be used; nil when yes, else the reason it is dropped.
     public func refusal(of subject: String) -> String? {
@@ -102,6 +137,18 @@ public struct PrivacyGate: Sendable {
 
     /// Counts an observation dropped at ingest.
     public mutating func noteDropped(_ reason: String) { state.counters["dropped.\(reason)", default: 0] += 1 }
+
+    /// An observation of `subject` was dropped and the subject has no authorization record:
+    /// the first time, its diagnostics say so (`authorizationRecordMissing`) — nothing is
+    /// dropped silently. Returns nil when this subject was told about already (or the bound is reached).
+    public mutating func noteUnrecorded(_ subject: String, at t: Date) -> [PrivacyOutput]? {
+        guard state.records[subject] == nil else { return nil }
+        var unrecorded = state.unrecorded ?? []
+        guard unrecorded.count < Self.unrecordedLimit, unrecorded.insert(subject).inserted else { return nil }
+        state.unrecorded = unrecorded
+        state.now = max(state.now, t)
+        return refreshDiagnostics(subject, at: t)
+    }
 
     /// In use at `t`: foreground or a background session, or within the grace after leaving.
     public func isInUse(_ subject: String, at t: Date) -> Bool {
@@ -176,8 +223,30 @@ public struct PrivacyGate: Sendable {
         if verdict != .deliver, event.kind != .state, allowsSelfNotification(event.subject, precise: precise) {
             outputs.append(.notifySelf(event))
         }
+        if event.kind == .state {
+            // The retained state must equal what the delivered events imply: a state change
+            // consumers may not have now is kept, and delivered when their access widens.
+            var withheld = state.withheldStates ?? [:]
+            if verdict == .deliver {
+                withheld[event.subject]?[event.region] = nil
+                if withheld[event.subject]?.isEmpty == true { withheld[event.subject] = nil }
+            } else {
+                withheld[event.subject, default: [:]][event.region] = WithheldState(event: event, precise: precise)
+            }
+            state.withheldStates = withheld
+        }
         switch verdict {
         case .deliver:
+            // A held event of the same region is older than this one and would contradict it if
+            // an upgrade delivered it later (a held enter after a live exit): it is dropped.
+            if event.kind != .state, let held = state.held[event.subject],
+                let index = held.firstIndex(where: { $0.region == event.region })
+            {
+                var kept = held
+                kept.remove(at: index)
+                state.held[event.subject] = kept.isEmpty ? nil : kept
+                state.counters["superseded", default: 0] += 1
+            }
             outputs.append(.deliver(event))
         case .withhold(let reason):
             state.counters["withheld.\(reason)", default: 0] += 1
@@ -240,9 +309,19 @@ public struct PrivacyGate: Sendable {
         if record == nil, !knows(subject) { return [] }
         let before = status(of: subject)
         state.records[subject] = record
+        if record != nil { state.unrecorded?.remove(subject) }
+        var outputs: [PrivacyOutput] = []
+        // A grant to a session that is not (or no longer) asking for full accuracy is void: it
+        // is dropped and the record republished without it, so that it cannot come back to life
+        // when a session of that name is declared later.
+        if var granted = record, granted.temporaryFullAccuracy != nil, !hasTemporaryFullAccuracy(subject) {
+            granted.temporaryFullAccuracy = nil
+            state.records[subject] = granted
+            state.counters["temporaryFullAccuracy.void", default: 0] += 1
+            outputs.append(.authorization(subject: subject, granted))
+        }
         if record?.temporary != true { state.usedSinceGrant.remove(subject) }
         let after = status(of: subject)
-        var outputs: [PrivacyOutput] = []
         if before != after {
             if after == .always, let held = state.held.removeValue(forKey: subject) {
                 for var event in held.sorted(by: { $0.t < $1.t }) {
@@ -253,9 +332,11 @@ public struct PrivacyGate: Sendable {
                 state.counters["discarded", default: 0] += held.count
             }
             if let reason = refusal(of: subject), before.admitsObservations {
+                state.withheldStates?[subject] = nil
                 outputs.append(.unmonitor(subject: subject, reason: reason))
             }
         }
+        outputs += resynchronize(subject, at: t)
         return outputs + refreshDiagnostics(subject, at: t)
     }
 
@@ -270,15 +351,56 @@ public struct PrivacyGate: Sendable {
         if let keepFrom = marks.lastIndex(where: { $0.t < horizon }), keepFrom > 0 { marks.removeFirst(keepFrom) }
         state.usage[subject] = marks
         if (inUse || background) && state.records[subject]?.temporary == true { state.usedSinceGrant.insert(subject) }
-        return promptIfDue(subject, at: t) + refreshDiagnostics(subject, at: t)
+        return promptIfDue(subject, at: t) + resynchronize(subject, at: t) + refreshDiagnostics(subject, at: t)
     }
 
     /// `sessions/{consumer}/{session}`; nil ends it.
     public mutating func apply(session: ServiceSession?, key: String, at t: Date) -> [PrivacyOutput] {
         state.now = max(state.now, t)
+        let previous = state.sessions[key]
         state.sessions[key] = session
         var outputs: [PrivacyOutput] = []
+        // Grants to this session end with it (or when it stops asking, or stops covering the subject).
+        for (subject, record) in state.records.sorted(by: { $0.key < $1.key })
+        where record.temporaryFullAccuracy == key && !hasTemporaryFullAccuracy(subject) {
+            var ended = record
+            ended.temporaryFullAccuracy = nil
+            state.counters["temporaryFullAccuracy.ended", default: 0] += 1
+            outputs.append(.authorization(subject: subject, ended))
+            outputs += apply(authorization: ended, subject: subject, at: t)
+        }
+        // A session that newly asks for full accuracy: the subjects it covers that chose reduced
+        // accuracy are asked once for a temporary grant (requestTemporaryFullAccuracy).
+        if let purpose = session?.fullAccuracyPurpose, previous?.fullAccuracyPurpose != purpose {
+            for (subject, record) in state.records.sorted(by: { $0.key < $1.key })
+            where record.reducedAccuracy && record.status.admitsObservations && session!.covers(subject)
+                && !hasTemporaryFullAccuracy(subject)
+            {
+                outputs.append(.fullAccuracyRequest(subject: subject, session: key, purpose: purpose))
+            }
+        }
+        for subject in (state.withheldStates ?? [:]).keys.sorted() { outputs += resynchronize(subject, at: t) }
         for subject in knownSubjects { outputs += refreshDiagnostics(subject, at: t) }
+        return outputs
+    }
+
+    /// Delivers the state changes withheld from consumers that they may have now (a session
+    /// declared, the subject in use again, always granted, full accuracy): the retained
+    /// `state/{region}/{subject}` then says what the engines know. Only states: no enter or exit
+    /// is made up for a transition consumers were not entitled to when it happened (held events
+    /// are the provisional case's transitions, delivered before this).
+    private mutating func resynchronize(_ subject: String, at t: Date) -> [PrivacyOutput] {
+        guard let withheld = state.withheldStates?[subject] else { return [] }
+        var outputs: [PrivacyOutput] = []
+        var left = withheld
+        for region in withheld.keys.sorted() {
+            let entry = withheld[region]!
+            guard verdict(subject: subject, at: t, precise: entry.precise, canHold: false) == .deliver else { continue }
+            left[region] = nil
+            state.counters["resynchronized", default: 0] += 1
+            outputs.append(.deliver(entry.event))
+        }
+        state.withheldStates?[subject] = left.isEmpty ? nil : left
         return outputs
     }
 
@@ -336,12 +458,17 @@ public struct PrivacyGate: Sendable {
         var object = JSONObject()
         object["status"] = .string(status.rawValue)
         object["accuracy"] = .string(reduced ? "reduced" : "full")
+        object["temporaryFullAccuracy"] = .bool(hasTemporaryFullAccuracy(subject))
         object["inUse"] = .bool(inUse)
         object["authorizationDenied"] = .bool(status == .denied)
         object["authorizationRestricted"] = .bool(status == .restricted)
         object["authorizationRequestInProgress"] = .bool(
             status == .notDetermined || (status == .provisionalAlways && state.prompted.contains(subject)))
-        object["insufficientlyInUse"] = .bool((status == .whenInUse || status == .provisionalAlways) && !inUse)
+        object["authorizationRecordMissing"] = .bool(state.records[subject] == nil)
+        object["sessionLevel"] = level.map { .string($0.rawValue) } ?? .null
+        // Not in use while the subject or every session covering it allows only in-use delivery.
+        object["insufficientlyInUse"] = .bool(
+            (status == .whenInUse || status == .provisionalAlways || level == .whenInUse) && !inUse)
         object["alwaysAuthorizationDenied"] = .bool(level == .always && status == .whenInUse)
         object["fullAccuracyDenied"] = .bool(wantsFull && reduced)
         object["serviceSessionRequired"] = .bool(covering.isEmpty)
@@ -383,5 +510,11 @@ public struct PrivacyGate: Sendable {
         state.prompted.remove(subject)
         state.usedSinceGrant.remove(subject)
         state.diagnostics[subject] = nil
+        state.withheldStates?[subject] = nil
+        state.unrecorded?.remove(subject)
     }
+
+    /// Forgets the withheld states of a subject the engines forgot (unmonitored: what they say
+    /// is published ungated).
+    public mutating func forgetStates(of subject: String) { state.withheldStates?[subject] = nil }
 }

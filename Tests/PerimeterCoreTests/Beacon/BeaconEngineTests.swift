@@ -334,6 +334,41 @@ struct BeaconEngineTests {
         #expect(closest.beacon.identity == immediate)
     }
 
+    @Test(
+        "ranging: one report per tick when ticks come about a second apart, jitter included (issue 19: 6 in 10 s)",
+        arguments: [
+            // (tick times, scans every second: reports expected)
+            ([0.0, 0.9995, 2.0, 2.9993, 4.0, 4.998, 6.0, 6.9991, 8.0, 9.0], 10),
+            // A tick 0.3 s late and the next on time, 0.7 s after it: that one is skipped (at most
+            // about once a second). The service dates ticks when they fire, so they are not late.
+            ([0.0, 1.3, 2.0, 3.0, 4.3, 5.0, 6.0, 7.0, 8.0, 9.0], 8),
+            ([0.0, 0.3, 0.6, 0.9, 1.2, 1.5, 1.8, 2.1], 3),  // fast ticks: still about once a second
+        ] as [([Double], Int)])
+    func rangingRate(ticks: [Double], expected: Int) {
+        var engine = BeaconEngine(regions: [Self.regions[0]])
+        var reports = 0
+        var scanned = -1.0
+        for tick in ticks {
+            while scanned + 1 <= tick {
+                scanned += 1
+                _ = engine.process(Self.report(scanned, [(ibeacon(uuidA, 1, 1), -60)]))
+            }
+            reports += engine.ranging(at: at(tick)).count
+        }
+        #expect(reports == expected)
+    }
+
+    @Test("ranging: a silent scanner gets no empty reports after five intervals; its next scan resumes them")
+    func rangingSilentScanner() {
+        var engine = BeaconEngine(regions: [Self.regions[0]])
+        _ = engine.process(Self.report(0, [(ibeacon(uuidA, 1, 1), -60)]))
+        let counts = (1...10).map { engine.ranging(at: at(Double($0))).count }
+        #expect(counts == [1, 1, 1, 1, 1, 0, 0, 0, 0, 0])
+        #expect(engine.state(subject: "phone", region: "lobby") == .inside, "still inside: no exit is invented")
+        _ = engine.process(Self.report(11, []))
+        #expect(engine.ranging(at: at(11.5)).first?.beacons.first?.proximity == .unknown)
+    }
+
     @Test("a removed region gives unmonitored, not exit; bad reports are rejected with a reason")
     func removeAndReject() {
         var engine = BeaconEngine(regions: [Self.regions[0]])

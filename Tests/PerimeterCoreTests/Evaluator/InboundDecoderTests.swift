@@ -491,6 +491,57 @@ struct InboundPayloadTests {
         #expect(report.sightings.count == 256)
     }
 
+    @Test(
+        "status: unknown capability names are refused, naming the entry (issue 19)",
+        arguments: [
+            (
+                #"{"online":true,"caps":["gps","wifi"]}"#,
+                "caps[1]: 'wifi' is not a capability (known: gps, ble-scan, ranging)"
+            ),
+            (#"{"online":true,"caps":["GPS"]}"#, "caps[0]: 'GPS' is not a capability (known: gps, ble-scan, ranging)"),
+            (#"{"online":true,"caps":["gps","gps","gps","gps"]}"#, "caps: 4 entries; each capability once"),
+        ])
+    func unknownCapabilities(payload: String, reason: String) throws {
+        do {
+            let decoded = try decode(status, payload)
+            Issue.record("accepted: \(decoded)")
+        } catch {
+            #expect(error.code == "capability")
+            #expect(error.description == reason)
+        }
+    }
+
+    @Test(
+        "authorization: allow once only with whenInUse; a temporary full-accuracy grant names a session and needs reduced (issue 19)",
+        arguments: [
+            (
+                #"{"status":"always","temporary":true}"#,
+                "temporary: allow once (temporary: true) exists only with status whenInUse; with 'always' it means nothing"
+            ),
+            (
+                #"{"status":"always","accuracy":"full","temporaryFullAccuracy":"nav/1"}"#,
+                "temporaryFullAccuracy: a temporary full-accuracy grant needs accuracy 'reduced' (full needs none)"
+            ),
+            (
+                #"{"status":"always","accuracy":"reduced","temporaryFullAccuracy":"nav"}"#,
+                "temporaryFullAccuracy: expected the session it was granted to, 'consumer/session'"
+            ),
+        ])
+    func authorizationRefused(payload: String, reason: String) throws {
+        do {
+            let decoded = try decode(.authorization(venue: "museum", subject: "ann"), payload)
+            Issue.record("accepted: \(decoded)")
+        } catch {
+            #expect(error.code == "schema")
+            #expect(error.description == reason)
+        }
+        #expect(
+            try decode(
+                .authorization(venue: "museum", subject: "ann"),
+                #"{"status":"whenInUse","accuracy":"reduced","temporary":true,"temporaryFullAccuracy":"nav/1"}"#
+            ).count == 1)
+    }
+
     @Test("status: online, capabilities, mode, version, time")
     func agentStatus() throws {
         let decoded = try single(
@@ -565,14 +616,24 @@ struct InboundAdapterTests {
     }
 
     @Test(
-        "OwnTracks types other than location and waypoints say nothing",
+        "OwnTracks types other than location, waypoints and lwt say nothing",
         arguments: [
             #"{"_type":"transition","event":"enter","desc":"Home","tst":1700000000,"lat":1,"lon":2,"acc":5,"wtst":1,"t":"c"}"#,
-            #"{"_type":"lwt","tst":1700000000}"#, #"{"_type":"card","name":"Jane"}"#,
+            #"{"_type":"card","name":"Jane"}"#,
             #"{"_type":"cmd","action":"reportLocation"}"#, #"{"_type":"status"}"#,
         ])
     func ownTracksIgnored(payload: String) throws {
         #expect(try decode(ownTracks, payload) == [])
+    }
+
+    @Test("OwnTracks lwt (the app's last will) is the device going offline (issue 19)")
+    func ownTracksLastWill() throws {
+        let decoded = try single(ownTracks, #"{"_type":"lwt","tst":1700000000}"#)
+        #expect(
+            decoded
+                == .agentStatus(
+                    AgentStatus(
+                        agent: "owntracks:jane:phone", online: false, t: Date(timeIntervalSince1970: 1_700_000_000))))
     }
 
     @Test("OwnTracks waypoint with rid and radius is a circle region that remembers its owner")
@@ -781,7 +842,9 @@ private struct Mutator {
 
 @Suite("Inbound decoding survives anything")
 struct InboundFuzzTests {
-    static let codes: Set<String> = ["json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert"]
+    static let codes: Set<String> = [
+        "json", "schema", "range", "tooLarge", "batch", "topic", "region", "advert", "capability",
+    ]
 
     @Test("20,000 mutated payloads per route: each decodes or is refused with a known code", arguments: 0..<10)
     func mutatedPayloads(routeIndex: Int) {

@@ -38,8 +38,10 @@ private func describe(_ outputs: [EvaluatorOutput]) -> [String] {
             "owntracks \(user)/\(device) \(payload["event"]?.stringValue ?? "?")"
         case .diagnostics: nil
         case .prompt(let subject): "prompt \(subject)"
+        case .fullAccuracyRequest(let subject, let session, _): "fullAccuracyRequest \(subject) \(session)"
         case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
         case .privacyDrop(let subject, let reason): "dropped \(subject) \(reason)"
+        case .unrecordedSubject(let subject, _): "unrecorded \(subject)"
         case .erased(let subject, let regions): "erased \(subject) \(regions.joined(separator: ","))"
         case .shown(let subject, _): "shown \(subject)"
         case .selfNotification(let event): "self \(event.kind.rawValue) \(event.region) \(event.subject)"
@@ -132,17 +134,174 @@ struct VenueEvaluatorTests {
         #expect(leave.last == "owntracks jane/phone leave")
     }
 
-    @Test("an agent's last will: its subjects go unknown at staleAfter with reason agentOffline, never exit")
-    func lastWill() {
+    /// One row of the last-will table: inputs with the agent that sends them and their time,
+    /// then what a tick at `tick` gives.
+    struct WillCase: CustomStringConvertible, Sendable {
+        var description: String
+        var steps: [(Inbound, String, Double)]
+        /// What the last step gives.
+        var last: [String]
+        var tick: Double
+        var ticked: [String]
+    }
+
+    static let willCases: [WillCase] = [
+        WillCase(
+            description: "the will acts at once: unknown (agentOffline), occupancy 0, no exit; staleAfter adds nothing",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+            ],
+            last: ["state hall v1 unknown agentOffline", "occupancy hall 0"], tick: 11, ticked: []),
+        WillCase(
+            description: "a subject another agent still observes stays as it is",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0), (fix("v1", 0.5, inside), "agent", 0.5),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+            ],
+            last: [], tick: 5, ticked: []),
+        WillCase(
+            description: "back online and seen inside again: the same stay, no second enter",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+                (.agentStatus(AgentStatus(agent: "phone", online: true)), "phone", 2),
+                (fix("v1", 3, inside), "phone", 3),
+            ],
+            last: ["state hall v1 inside", "occupancy hall 1"], tick: 4, ticked: []),
+        WillCase(
+            description: "OwnTracks lwt: the device's subject goes unknown at once; its next location is news",
+            steps: [
+                (fix("owntracks:jane:phone", 0, inside), "owntracks:jane:phone", 0),
+                (
+                    .agentStatus(AgentStatus(agent: "owntracks:jane:phone", online: false)), "owntracks:jane:phone",
+                    1
+                ),
+            ],
+            last: ["state hall owntracks:jane:phone unknown agentOffline", "occupancy hall 0"], tick: 400,
+            ticked: []),
+        WillCase(
+            description: "a repeated will changes nothing",
+            steps: [
+                (fix("v1", 0, inside), "phone", 0),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 1),
+                (.agentStatus(AgentStatus(agent: "phone", online: false)), "phone", 2),
+            ],
+            last: [], tick: 3, ticked: []),
+    ]
+
+    @Test(
+        "an agent's last will: its subjects go unknown at once with reason agentOffline, never exit (issue 19)",
+        arguments: willCases)
+    func lastWill(_ row: WillCase) {
         var venue = Self.evaluator(staleAfter: 10)
-        _ = Self.run(&venue, fix("v1", 0, inside), agent: "phone")
-        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: false)), agent: "phone", time: 1)
-        #expect(describe(venue.tick(now: at(5))).isEmpty)
-        #expect(describe(venue.tick(now: at(11))) == ["state hall v1 unknown agentOffline", "occupancy hall 0"])
-        // Back online and seen inside again: the same stay, no second enter.
-        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 12)
+        var last: [String] = []
+        for (input, agent, time) in row.steps { last = Self.run(&venue, input, agent: agent, time: time) }
+        #expect(last.filter { !$0.hasPrefix("owntracks ") && !$0.hasPrefix("place ") } == row.last)
         #expect(
-            Self.run(&venue, fix("v1", 13, inside), agent: "phone") == ["state hall v1 inside", "occupancy hall 1"])
+            describe(venue.tick(now: at(row.tick))).filter { !$0.hasPrefix("state hall v1 unknown stale") }
+                == row.ticked)
+    }
+
+    @Test(
+        "ESPresense: a room place expires after staleAfter on the clock, or at once with its gateways' wills (issue 19)"
+    )
+    func roomPlacesExpire() {
+        var venue = Self.evaluator(staleAfter: 10)
+        let seen = TagReport(
+            gateway: "office", t: at(0),
+            sightings: [TagSighting(subject: "espresense:watch", identity: nil, rssi: -60, tx1m: -59)])
+        #expect(Self.run(&venue, .tags(seen), agent: "office") == ["place espresense:watch office beacon"])
+        #expect(describe(venue.tick(now: at(9))).isEmpty)
+        #expect(describe(venue.tick(now: at(10))) == ["place espresense:watch none "])
+        var again = Self.evaluator(staleAfter: 10)
+        _ = Self.run(&again, .tags(seen), agent: "office")
+        #expect(
+            Self.run(&again, .agentStatus(AgentStatus(agent: "office", online: false)), agent: "office", time: 1) == [
+                "place espresense:watch none "
+            ])
+    }
+
+    struct CapabilityCase: CustomStringConvertible, Sendable {
+        var description: String
+        /// The agent's announced caps (nil: no status).
+        var caps: [String]?
+        var scan: [String]
+        var tick: [String]
+        var fix: [String]
+    }
+
+    static let capabilityCases: [CapabilityCase] = [
+        CapabilityCase(
+            description: "gps only: a BLE scan is refused (no enter, ranging or place); fixes are used", caps: ["gps"],
+            scan: ["rejected capability"], tick: [],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone", "place phone hall gps"]),
+        CapabilityCase(
+            description: "ble-scan without ranging: monitoring, no ranging and no beacon place; fixes refused",
+            caps: ["ble-scan"], scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"], tick: [],
+            fix: ["rejected capability"]),
+        CapabilityCase(
+            description: "all three", caps: ["gps", "ble-scan", "ranging"],
+            scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"],
+            tick: ["ranging lobby phone 1", "place phone lobby beacon"],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone"]),
+        CapabilityCase(
+            description: "no status: nothing is limited", caps: nil,
+            scan: ["state lobby phone inside", "occupancy lobby 1", "enter lobby phone"],
+            tick: ["ranging lobby phone 1", "place phone lobby beacon"],
+            fix: ["state hall phone inside", "occupancy hall 1", "enter hall phone"]),
+    ]
+
+    @Test(
+        "capabilities: an agent gets from its observations only what its caps announce (issue 19)",
+        arguments: capabilityCases)
+    func capabilities(_ row: CapabilityCase) {
+        var venue = Self.evaluator()
+        if let caps = row.caps {
+            #expect(
+                Self.run(
+                    &venue, .agentStatus(AgentStatus(agent: "phone", online: true, capabilities: caps)), agent: "phone")
+                    == [])
+        }
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        let report = BeaconReport(
+            agent: "phone", t: at(0),
+            sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)])
+        #expect(Self.run(&venue, .beacons(report), agent: "phone") == row.scan)
+        #expect(describe(venue.tick(now: at(0.5))) == row.tick)
+        #expect(Self.run(&venue, fix("phone", 1, inside), agent: "phone", time: 1) == row.fix)
+    }
+
+    @Test("capabilities: a later status without caps lifts the limit")
+    func capabilitiesLifted() {
+        var venue = Self.evaluator()
+        _ = Self.run(
+            &venue, .agentStatus(AgentStatus(agent: "phone", online: true, capabilities: ["ble-scan"])), agent: "phone")
+        #expect(Self.run(&venue, fix("phone", 0, inside), agent: "phone") == ["rejected capability"])
+        _ = Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: true)), agent: "phone", time: 1)
+        #expect(Self.run(&venue, fix("phone", 1, inside), agent: "phone", time: 1).first == "state hall phone inside")
+    }
+
+    @Test(
+        "a subject with no authorization record: its first dropped observation is told (diagnostics, log), later ones counted (issue 19)"
+    )
+    func unrecordedSubject() {
+        var settings = VenueSettings(id: "museum")
+        settings.trust.reporters = [try! ReporterRule.make(agent: "phone", subjects: ["*"]).get()]
+        var venue = VenueEvaluator(settings: settings, regions: [hall])
+        #expect(
+            Self.run(&venue, fix("v9", 0, inside), agent: "phone") == [
+                "dropped v9 authorizationNotDetermined", "unrecorded v9",
+            ])
+        #expect(
+            Self.run(&venue, fix("v9", 1, inside), agent: "phone", time: 1) == ["dropped v9 authorizationNotDetermined"]
+        )
+        let outputs = try! venue.handle(fix("v8", 2, inside), agent: "phone", receivedAt: at(2)).get()
+        let diagnostics = outputs.compactMap { output -> JSONValue? in
+            if case .diagnostics("v8", let value) = output { return value }
+            return nil
+        }
+        #expect(diagnostics.first?["authorizationRecordMissing"] == true)
     }
 
     @Test("a subject not heard from goes unknown with reason stale when its agent is online")
@@ -185,6 +344,128 @@ struct VenueEvaluatorTests {
             ])
         #expect(reloaded.region("hall") == nil)
         #expect(reloaded.region("lobby") != nil)
+    }
+
+    static func hallOf(radius: Double) -> Region {
+        region(
+            #"{"type":"Feature","id":"hall","properties":{"radius":\#(radius),"place":true},"geometry":{"type":"Point","coordinates":[2.336,48.86]}}"#
+        )
+    }
+
+    struct ShapeCase: CustomStringConvertible, Sendable {
+        var description: String
+        /// Metres north of the hall's centre of v1's last fix.
+        var north: Double
+        var radius: Double
+        var expected: [String]
+        /// Ticks past staleAfter first.
+        var stale = false
+    }
+
+    static let shapeCases: [ShapeCase] = [
+        ShapeCase(
+            description: "shrunk away from a subject inside: exit and occupancy at once", north: 20, radius: 10,
+            expected: ["state hall v1 outside", "occupancy hall 0", "exit hall v1", "place v1 none "]),
+        ShapeCase(description: "shrunk, the subject still inside: nothing", north: 5, radius: 15, expected: []),
+        ShapeCase(
+            description: "grown over a subject outside: enter", north: 60, radius: 100,
+            expected: ["state hall v1 inside", "occupancy hall 1", "enter hall v1", "place v1 hall gps"]),
+        ShapeCase(description: "the same shape again: nothing", north: 20, radius: 30, expected: []),
+        ShapeCase(
+            description: "a stale subject stays unknown until its next fix", north: 20, radius: 10, expected: [],
+            stale: true),
+    ]
+
+    @Test(
+        "a changed region re-decides its subjects against their last fix (issue 19: occupancy after a shrink)",
+        arguments: shapeCases)
+    func regionChanged(_ row: ShapeCase) {
+        var venue = Self.evaluator([Self.hallOf(radius: 30)], staleAfter: 100)
+        let position = GeoPoint(lon: 2.336, lat: 48.86 + row.north / 111_320)
+        _ = Self.run(&venue, fix("v1", 0, position), agent: "phone")
+        if row.stale { _ = venue.tick(now: at(200)) }
+        let changed = venue.upsert(Self.hallOf(radius: row.radius), at: at(300))
+        #expect(describe(changed) == row.expected)
+        if let exit = changed.first(where: { if case .event(let e) = $0 { e.kind == .exit } else { false } }),
+            case .event(let event) = exit
+        {
+            #expect(event.source == "regionChanged")
+            #expect(event.t == at(300))
+        }
+        #expect(venue.occupants(of: "hall").count == (venue.state(subject: "v1", region: "hall") == .inside ? 1 : 0))
+    }
+
+    @Test(
+        "erase: the snapshot keeps nothing naming the subject (no id, no transition counts); a returning subject's ids are new (issue 19)"
+    )
+    func eraseLeavesNothing() throws {
+        var venue = Self.evaluator()
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        func enterID(_ outputs: [EvaluatorOutput]) -> (seq: Int, id: String)? {
+            for case .event(let event) in outputs where event.kind == .enter { return (event.seq, event.id) }
+            return nil
+        }
+        let first = try venue.handle(fix("visitor-77", 0, inside), agent: "phone", receivedAt: at(0)).get()
+        _ = venue.handle(fix("visitor-77", 1, outside), agent: "phone", receivedAt: at(1))
+        let scan = BeaconReport(
+            agent: "visitor-77", t: at(2),
+            sightings: [BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)])
+        _ = venue.handle(.beacons(scan), agent: "visitor-77", receivedAt: at(2))
+        _ = venue.handle(
+            .agentStatus(AgentStatus(agent: "visitor-77", online: true, capabilities: ["ble-scan"])),
+            agent: "visitor-77",
+            receivedAt: at(2))
+        _ = venue.remove(regionID: "hall", at: at(3))  // retires the seq of (visitor-77, hall)
+        _ = venue.upsert(hall, at: at(4))
+        let before = String(decoding: try VenueEvaluator.snapshotEncoder().encode(venue.snapshot), as: UTF8.self)
+        #expect(before.contains("visitor-77"))
+        _ = venue.erase("visitor-77", at: at(5))
+        let after = String(decoding: try VenueEvaluator.snapshotEncoder().encode(venue.snapshot), as: UTF8.self)
+        #expect(!after.contains("visitor-77"), "the snapshot still names the erased subject")
+        let again = try venue.handle(fix("visitor-77", 6, inside), agent: "phone", receivedAt: at(6)).get()
+        let old = try #require(enterID(first))
+        let new = try #require(enterID(again))
+        #expect(new.seq == 1, "nothing was kept: it counts from 1 again")
+        #expect(new.id != old.id, "an id from before the erasure is never reused")
+    }
+
+    struct PrecedenceCase: CustomStringConvertible, Sendable {
+        var description: String
+        var input: Inbound
+        var expected: [String]
+        /// The file no longer defines hall when the input comes.
+        var hallLeftTheFile = false
+    }
+
+    static let precedenceCases: [PrecedenceCase] = [
+        PrecedenceCase(
+            description: "an MQTT delete of a file region is refused", input: .regionRemove(id: "hall"),
+            expected: ["rejected region"]),
+        PrecedenceCase(
+            description: "an MQTT change of a file region is refused", input: .regionUpsert(hallOf(radius: 10)),
+            expected: ["rejected region"]),
+        PrecedenceCase(
+            description: "the file's own definition over MQTT (perimeter up) changes nothing",
+            input: .regionUpsert(hallOf(radius: 30)), expected: []),
+        PrecedenceCase(
+            description: "a region the file does not define is MQTT's", input: .regionUpsert(lobby),
+            expected: ["occupancy lobby 0"]),
+        PrecedenceCase(
+            description: "once the file no longer defines it, MQTT may define it again",
+            input: .regionUpsert(hallOf(radius: 10)), expected: ["occupancy hall 0"], hallLeftTheFile: true),
+    ]
+
+    @Test(
+        "regions: the regions file wins for the ids it defines; MQTT manages the others (issue 19)",
+        arguments: precedenceCases)
+    func filePrecedence(_ row: PrecedenceCase) {
+        var venue = Self.evaluator([])
+        _ = venue.reload([Self.hallOf(radius: 30)], previous: [], at: at(0))
+        if row.hallLeftTheFile { _ = venue.reload([], previous: ["hall"], at: at(1)) }
+        #expect(Self.run(&venue, row.input, agent: nil, time: 2) == row.expected)
+        if !row.hallLeftTheFile {
+            #expect(venue.region("hall") == Self.hallOf(radius: 30), "the file's definition stands")
+        }
     }
 
     @Test("preferences: the chosen default place answers when nothing live does")

@@ -17,6 +17,7 @@ private func describe(_ outputs: [PrivacyOutput]) -> [String] {
         case .deliver(let event):
             "\(event.held ? "held " : "deliver ")\(event.kind.rawValue) \(event.region) @\(Int(event.t.timeIntervalSince1970 - 1_700_000_000))"
         case .prompt(let subject): "prompt \(subject)"
+        case .fullAccuracyRequest(let subject, let session, _): "fullAccuracyRequest \(subject) \(session)"
         case .authorization(let subject, let record): "authorization \(subject) \(record.status.rawValue)"
         case .unmonitor(let subject, let reason): "unmonitor \(subject) \(reason)"
         case .notifySelf(let event):
