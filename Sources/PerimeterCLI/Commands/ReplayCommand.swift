@@ -27,7 +27,8 @@ struct ReplayCommand: ParsableCommand {
             """)
 
     @Option(
-        help: "GeoJSON FeatureCollection of regions (default with --config: the venue's regions file; optional with --visits).",
+        help:
+            "GeoJSON FeatureCollection of regions (default with --config: the venue's regions file; optional with --visits).",
         valueName: "file")
     var regions: String?
 
@@ -97,7 +98,7 @@ struct ReplayCommand: ParsableCommand {
             throw ValidationError("--time-zone: unknown time zone '\(timeZone)'")
         }
         if regions == nil && config == nil && !visits {
-            throw ValidationError("--regions is required (or --config FILE, or --visits, for visits alone)")
+            throw ValidationError("--regions is required (or --visits, for visits alone, or --config FILE)")
         }
     }
 
