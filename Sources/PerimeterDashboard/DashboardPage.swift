@@ -38,7 +38,8 @@ enum DashboardPage {
             """
     }
 
-    static func html(title: String, svg: String) -> String {
+    /// The page; `timeZone` (an IANA id) is the venue's: the script shows every time in it.
+    static func html(title: String, svg: String, timeZone: String) -> String {
         """
         <!DOCTYPE html>
         <html lang="en">
@@ -48,8 +49,9 @@ enum DashboardPage {
         <title>\(SVGMapRenderer.escape(title))</title>
         <link rel="stylesheet" href="/dashboard.css">
         </head>
-        <body>
-        <header><h1>\(SVGMapRenderer.escape(title))</h1><span id="connection" class="off">connecting…</span></header>
+        <body data-time-zone="\(SVGMapRenderer.escape(timeZone))">
+        <header><h1>\(SVGMapRenderer.escape(title))</h1><span id="connection" class="off">connecting…</span>
+        <span id="time-zone">times in \(SVGMapRenderer.escape(timeZone))</span></header>
         <main>
         <section id="map">
         \(svg)
@@ -76,14 +78,21 @@ enum DashboardPage {
 
     static let css = """
         body { font: 14px/1.4 "DejaVu Sans", sans-serif; margin: 0; background: #f4f2ee; color: #222; }
-        header { display: flex; align-items: center; gap: 1em; padding: 8px 16px; background: #2f3b4c; color: #fff; }
+        header { display: flex; flex-wrap: wrap; align-items: center; gap: 4px 1em; padding: 8px 120px 8px 16px; background: #2f3b4c; color: #fff; }
+        #time-zone { font-size: 12px; color: #dde; }
         header h1 { font-size: 18px; margin: 0; }
         #connection { font-size: 12px; padding: 2px 8px; border-radius: 8px; background: #a33; }
         #connection.on { background: #2a7; }
         main { display: flex; gap: 12px; padding: 12px; align-items: flex-start; }
         #map { flex: 0 0 auto; background: #fff; box-shadow: 0 1px 3px #0003; }
-        #map svg { display: block; max-width: 62vw; height: auto; }
+        #map svg { display: block; width: 100%; max-width: 62vw; height: auto; }
         aside { flex: 1 1 auto; display: grid; gap: 8px; min-width: 280px; }
+        aside > section { min-width: 0; overflow-wrap: anywhere; }
+        @media (max-width: 1000px) {
+          main { flex-direction: column; align-items: stretch; }
+          #map svg { max-width: 100%; }
+          aside { min-width: 0; }
+        }
         aside section { background: #fff; padding: 6px 10px; box-shadow: 0 1px 3px #0002; }
         h2 { font-size: 13px; text-transform: uppercase; letter-spacing: .05em; margin: 2px 0 6px; color: #555; }
         table { border-collapse: collapse; width: 100%; }
@@ -92,13 +101,19 @@ enum DashboardPage {
         dl { display: grid; grid-template-columns: auto auto; margin: 0; }
         dd { margin: 0; font-weight: bold; text-align: right; }
         ul, ol { margin: 0; padding-left: 18px; }
-        #feed { max-height: 220px; overflow: auto; font-size: 12px; }
+        /* Room for a three-digit number left of each line: the feed's numbers count down from 100. */
+        #feed, #occupancy-changes { padding-left: 4.5ch; }
+        #feed { max-height: 220px; overflow: auto; font-size: 12px; font-variant-numeric: tabular-nums; }
         #feed li.enter { color: #1b7a1b; } #feed li.exit { color: #b02020; } #feed li.dwell { color: #1f5fa0; }
         #feed li.deadletter { color: #8a5a00; } #feed li.notification { color: #6a2a8a; }
         .online::before { content: "● "; color: #2a7; } .offline::before { content: "● "; color: #a33; }
         .subject circle { fill: #d62728; stroke: #fff; stroke-width: 2; }
         .subject.coarse circle { fill: #d62728; fill-opacity: .12; stroke: #d62728; stroke-dasharray: 6 4; }
-        .subject text { font-size: 11px; fill: #000; }
+        .subject-label text, .cluster text { font-size: 11px; fill: #000; }
+        .subject-label rect, .cluster rect { fill: #fff; fill-opacity: .85; }
+        .subject-label line, .cluster line { stroke: #555; stroke-width: 1; }
+        .cluster circle { fill: #fff; stroke: #d62728; stroke-width: 2; }
+        .cluster text { font-weight: bold; }
         #logout { position: fixed; top: 8px; right: 16px; margin: 0; }
         body.login { display: flex; justify-content: center; align-items: center; min-height: 100vh; }
         #login { display: grid; gap: 8px; background: #fff; padding: 24px 32px; box-shadow: 0 1px 3px #0003; min-width: 260px; }
@@ -112,6 +127,17 @@ enum DashboardPage {
         let layer, names;
         let lastCounts = null;
         let state = null;
+        // Every time is shown in the venue's time zone, named in the header.
+        const zone = document.body.dataset.timeZone || "UTC";
+        const clockFormat = new Intl.DateTimeFormat("en-GB", { timeZone: zone, hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+        const dayFormat = new Intl.DateTimeFormat("en-GB", { timeZone: zone, day: "numeric", month: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+        function clock(t) { const d = new Date(t); return isNaN(d) ? "" : clockFormat.format(d); }
+        function day(t) { const d = new Date(t); return isNaN(d) ? "" : dayFormat.format(d); }
+        {
+          const short = new Intl.DateTimeFormat("en-GB", { timeZone: zone, timeZoneName: "short" }).formatToParts(new Date())
+            .find(p => p.type === "timeZoneName");
+          document.getElementById("time-zone").textContent = "times in " + zone + (short && short.value !== zone ? " (" + short.value + ")" : "");
+        }
 
         // Takes the map in the page (again after a "map" event): the subjects' layer and region names.
         function adoptMap() {
@@ -123,6 +149,28 @@ enum DashboardPage {
           document.querySelectorAll("#labels text[data-region]").forEach(t => { names[t.dataset.region] = t.textContent; });
         }
         adoptMap();
+
+        function svgEl(tag, attributes) {
+          const el = document.createElementNS(NS, tag);
+          for (const [key, value] of Object.entries(attributes)) el.setAttribute(key, value);
+          return el;
+        }
+
+        // A label in the box the dashboard placed it in (no two boxes overlap): the text is
+        // fitted to the box's width, with a leader line when it sits away from its point.
+        function labelParts(label, x, y) {
+          const parts = [];
+          if (label.leader) {
+            const lx = Math.max(label.x, Math.min(x, label.x + label.w));
+            const ly = Math.max(label.y, Math.min(y, label.y + label.h));
+            parts.push(svgEl("line", { x1: x, y1: y, x2: lx, y2: ly }));
+          }
+          parts.push(svgEl("rect", { x: label.x, y: label.y, width: label.w, height: label.h, rx: 2 }));
+          const t = svgEl("text", { x: label.x + 1, y: label.y + label.h * 0.78, textLength: label.w - 2, lengthAdjust: "spacingAndGlyphs" });
+          t.textContent = label.text;
+          parts.push(t);
+          return parts;
+        }
 
         function text(tag, content, cls) {
           const el = document.createElement(tag);
@@ -155,6 +203,7 @@ enum DashboardPage {
           }
           lastCounts = Object.assign({}, s.occupancy);
           layer.replaceChildren();
+          const labels = [];
           const select = document.getElementById("subject-select");
           const chosen = select.value;
           select.replaceChildren(new Option("(choose a subject)", ""));
@@ -162,20 +211,30 @@ enum DashboardPage {
             const selected = subject.id === (chosen || wanted);
             if (!subject.coarse) select.append(new Option(subject.id, subject.id, selected, selected));
             if (subject.x === undefined) continue;
-            const g = document.createElementNS(NS, "g");
-            g.setAttribute("class", subject.coarse ? "subject coarse" : "subject");
+            const g = svgEl("g", { "class": subject.coarse ? "subject coarse" : "subject" });
             g.dataset.subject = subject.id;
-            const c = document.createElementNS(NS, "circle");
-            c.setAttribute("cx", subject.x);
-            c.setAttribute("cy", subject.y);
-            c.setAttribute("r", subject.coarse ? subject.r : 6);
-            const label = document.createElementNS(NS, "text");
-            label.setAttribute("x", subject.x + 8);
-            label.setAttribute("y", subject.y - 8);
-            label.textContent = subject.id + (subject.place ? " @ " + (names[subject.place] || subject.place) : "");
-            g.append(c, label);
+            g.append(svgEl("circle", { cx: subject.x, cy: subject.y, r: subject.coarse ? subject.r : 6 }));
             layer.append(g);
+            if (subject.label) {
+              // Labels go above every marker: a later dot must not cover an earlier name.
+              const lg = svgEl("g", { "class": "subject-label" });
+              lg.dataset.label = subject.id;
+              lg.append(...labelParts(subject.label, subject.x, subject.y));
+              labels.push(lg);
+            }
           }
+          // Subjects whose label found no room: one count per crowd, its members in a tooltip.
+          (s.clusters || []).forEach((cluster, index) => {
+            if (!cluster.label) return;
+            const g = svgEl("g", { "class": "cluster" });
+            g.dataset.cluster = String(index);
+            g.dataset.count = String(cluster.count);
+            const title = svgEl("title", {});
+            title.textContent = cluster.members.join(", ");
+            g.append(title, ...labelParts(cluster.label, cluster.x, cluster.y));
+            labels.push(g);
+          });
+          layer.append(...labels);
           for (const [key, value] of Object.entries(s.counters)) {
             const el = document.getElementById("count-" + key);
             if (el) el.textContent = String(value);
@@ -183,7 +242,7 @@ enum DashboardPage {
           const services = document.getElementById("services");
           services.replaceChildren();
           for (const service of s.services) {
-            services.append(text("li", service.id + (service.t ? " since " + service.t : ""), service.online ? "online" : "offline"));
+            services.append(text("li", service.id + (service.t ? " since " + day(service.t) : ""), service.online ? "online" : "offline"));
           }
           showRanging();
         }
@@ -197,7 +256,7 @@ enum DashboardPage {
               const id = b.uuid ? b.uuid + " " + b.major + "/" + b.minor : (b.namespace ? b.namespace + " " + b.instance : b.id1);
               // `unknown`: not heard since the last report (accuracy -1, rssi 0 say nothing).
               const heard = b.proximity === "unknown"
-                ? "unknown, last heard " + String(b.lastSeen || "").slice(11, 19)
+                ? "unknown, last heard " + clock(b.lastSeen)
                 : b.proximity + ", " + b.accuracy + " m, " + b.rssi + " dBm";
               list.append(text("li", entry.region + ": " + id + " — " + heard));
             }
@@ -214,7 +273,9 @@ enum DashboardPage {
             case "notification": line = "notification [" + item.channel + "] to " + item.subject + ": " + (item.text || ""); break;
             default: line = item.subject + " " + item.kind + " " + (names[item.region] || item.region) + (item.held ? " (held)" : "");
           }
-          return text("li", (item.t ? item.t.substring(11, 19) + " " : "") + line, item.kind);
+          const li = text("li", (item.t ? clock(item.t) + " " : "") + line, item.kind);
+          if (item.t) li.title = item.t;
+          return li;
         }
 
         const events = new EventSource("/events");

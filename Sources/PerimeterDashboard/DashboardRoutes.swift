@@ -11,6 +11,8 @@ import Synchronization
 /// on `attacker.example` resolving to this address still sends `Host: attacker.example`).
 struct DashboardRoutes: Sendable {
     let title: String
+    /// The venue's time zone (IANA id): the page shows every time in it.
+    let timeZone: String
     let broadcaster: EventBroadcaster
     let auth: DashboardAuth
     /// Host names (no port, lower case; IPv6 in brackets) this dashboard answers to.
@@ -136,7 +138,8 @@ struct DashboardRoutes: Sendable {
         switch request.path {
         case "/", "/index.html":
             return HTTPServer.Response(
-                contentType: "text/html; charset=utf-8", body: DashboardPage.html(title: title, svg: broadcaster.svg))
+                contentType: "text/html; charset=utf-8",
+                body: DashboardPage.html(title: title, svg: broadcaster.svg, timeZone: timeZone))
         case "/map.svg":
             return HTTPServer.Response(contentType: "image/svg+xml", body: broadcaster.svg)
         case "/events":
@@ -145,7 +148,7 @@ struct DashboardRoutes: Sendable {
             guard let seconds = Double(path.dropFirst("/snapshot/".count)), seconds >= 0, seconds <= 60 else {
                 return plain(404, "try /snapshot/SECONDS (0 to 60)\n")
             }
-            let page = DashboardPage.html(title: title, svg: broadcaster.svg)
+            let page = DashboardPage.html(title: title, svg: broadcaster.svg, timeZone: timeZone)
             return .stream(contentType: "text/html; charset=utf-8", HeldPage(page, seconds: seconds))
         default:
             return plain(404, "try /\n")

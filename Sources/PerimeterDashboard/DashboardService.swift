@@ -77,7 +77,8 @@ public struct DashboardService: Service {
         let broadcaster = broadcaster
         broadcaster.publish(state: model.view(brokerConnected: false).serialized())
         let routes = DashboardRoutes(
-            title: title, broadcaster: broadcaster, auth: auth, allowedHosts: Set(configuration.allowedHosts)
+            title: title, timeZone: configuration.timeZone.identifier, broadcaster: broadcaster, auth: auth,
+            allowedHosts: Set(configuration.allowedHosts)
         ) {
             let connected = client.state.isConnected
             let pages = "\(broadcaster.clientCount) page(s) streaming\n"
