@@ -387,6 +387,11 @@ public struct DashboardModel: Sendable {
             serviceList.append(.object(item))
         }
         root["services"] = .array(serviceList)
+        // Picture → (lon, lat), for the region editor's clicks; and the regions as they are now
+        // (their Features), for editing one.
+        if let toGeo = projection.linearized.inverse {
+            root["toGeo"] = .array([toGeo.a, toGeo.b, toGeo.c, toGeo.d, toGeo.e, toGeo.f].map { .number($0) })
+        }
         return .object(root)
     }
 

@@ -66,6 +66,27 @@ enum DashboardPage {
         <section><h2>Ranging</h2><select id="subject-select"><option value="">(choose a subject)</option></select>
         <ol id="ranging"></ol></section>
         <section><h2>Live feed</h2><ol id="feed" reversed></ol></section>
+        <section id="editor"><h2>Region editor</h2>
+        <div class="tools"><button type="button" id="draw-circle">Draw circle</button>
+        <button type="button" id="draw-polygon">Draw polygon</button>
+        <button type="button" id="draw-finish" disabled>Close polygon</button>
+        <button type="button" id="draw-clear">Clear</button></div>
+        <p id="draw-hint">Draw a circle (click its centre, then its edge) or a polygon (click its corners, then close it) on the map.</p>
+        <form id="region-form">
+        <label>id <input id="region-id" autocomplete="off" placeholder="e.g. kiosk"></label>
+        <label>name <input id="region-name" autocomplete="off"></label>
+        <label>radius (m) <input id="region-radius" inputmode="decimal"></label>
+        <label>enter delay (s) <input id="region-enterDelay" inputmode="decimal"></label>
+        <label>exit delay (s) <input id="region-exitDelay" inputmode="decimal"></label>
+        <label>dwell after (s) <input id="region-dwellAfter" inputmode="decimal"></label>
+        <label>min accuracy (m) <input id="region-minAccuracy" inputmode="decimal"></label>
+        <label>exit buffer (m) <input id="region-exitBuffer" inputmode="decimal"></label>
+        <label>floor <input id="region-floor" inputmode="numeric"></label>
+        <label class="wide">schedule <input id="region-schedule" autocomplete="off" placeholder='[{"days":["mon","tue"],"start":"09:00","end":"18:00"}]'></label>
+        <div class="tools"><button type="button" id="region-check">Check</button>
+        <button type="button" id="region-publish">Publish</button></div>
+        <ul id="region-problems"></ul><p id="region-result"></p>
+        </form></section>
         </aside>
         </main>
         <form id="logout" method="post" action="/logout"><button type="submit">Sign out</button></form>
@@ -114,6 +135,16 @@ enum DashboardPage {
         .subject-label line, .cluster line { stroke: #555; stroke-width: 1; }
         .cluster circle { fill: #fff; stroke: #d62728; stroke-width: 2; }
         .cluster text { font-weight: bold; }
+        #editor .tools { display: flex; flex-wrap: wrap; gap: 4px; margin: 4px 0; }
+        #region-form { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 4px 8px; font-size: 12px; }
+        #region-form label { display: grid; }
+        #region-form .wide, #region-form .tools, #region-problems, #region-result { grid-column: 1 / -1; }
+        #region-form input.invalid { border: 2px solid #b02020; background: #fff0f0; }
+        #region-problems { color: #b02020; }
+        #draw-hint { font-size: 12px; color: #555; margin: 2px 0; }
+        #draft path, #draft circle.edge { fill: #d6272833; stroke: #d62728; stroke-width: 2; stroke-dasharray: 5 3; }
+        #draft circle.vertex { fill: #d62728; }
+        #map.drawing svg { cursor: crosshair; }
         #logout { position: fixed; top: 8px; right: 16px; margin: 0; }
         body.login { display: flex; justify-content: center; align-items: center; min-height: 100vh; }
         #login { display: grid; gap: 8px; background: #fff; padding: 24px 32px; box-shadow: 0 1px 3px #0003; min-width: 260px; }
@@ -288,6 +319,7 @@ enum DashboardPage {
           document.getElementById("map").innerHTML = JSON.parse(e.data);
           adoptMap();
           if (state) render(state);
+          drawDraft();
         });
         events.addEventListener("feed", e => {
           const feed = document.getElementById("feed");
@@ -298,5 +330,123 @@ enum DashboardPage {
           const feed = document.getElementById("feed");
           feed.replaceChildren(...JSON.parse(e.data).reverse().map(feedLine));
         });
+
+        // --- Region editor: draw on the map, check and publish through the dashboard, which
+        // checks with the evaluator's own decoder (the page never judges a region itself).
+        const draft = { mode: null, points: [] };
+        const degrees = Math.PI / 180;
+        function toGeo(p) {
+          const m = state && state.toGeo;
+          if (!m) return null;
+          return [m[0] * p.x + m[2] * p.y + m[4], m[1] * p.x + m[3] * p.y + m[5]];
+        }
+        function metres(a, b) {
+          const dLat = (b[1] - a[1]) * degrees, dLon = (b[0] - a[0]) * degrees;
+          const h = Math.sin(dLat / 2) ** 2 + Math.cos(a[1] * degrees) * Math.cos(b[1] * degrees) * Math.sin(dLon / 2) ** 2;
+          return 2 * 6371008.8 * Math.asin(Math.min(1, Math.sqrt(h)));
+        }
+        function pictureDistance(a, b) { return Math.hypot(a.x - b.x, a.y - b.y); }
+        function drawDraft() {
+          const svg = document.querySelector("#map svg");
+          let g = document.getElementById("draft");
+          if (!g) { g = svgEl("g", { id: "draft" }); svg.appendChild(g); }
+          g.replaceChildren();
+          const pts = draft.points;
+          if (draft.mode === "circle" && pts.length === 2) {
+            g.append(svgEl("circle", { "class": "edge", cx: pts[0].x, cy: pts[0].y, r: pictureDistance(pts[0], pts[1]) }));
+          } else if (pts.length > 1) {
+            g.append(svgEl("path", { d: "M" + pts.map(p => p.x + " " + p.y).join(" L") + (draft.closed ? " Z" : "") }));
+          }
+          for (const p of pts) g.append(svgEl("circle", { "class": "vertex", cx: p.x, cy: p.y, r: 3 }));
+          document.getElementById("draw-finish").disabled = !(draft.mode === "polygon" && pts.length >= 3 && !draft.closed);
+          document.getElementById("map").classList.toggle("drawing", draft.mode !== null && !draft.closed);
+        }
+        function startDrawing(mode) {
+          draft.mode = mode;
+          draft.points = [];
+          draft.closed = false;
+          document.getElementById("draw-hint").textContent = mode === "circle"
+            ? "Click the circle's centre, then a point on its edge."
+            : "Click each corner; close the polygon when done.";
+          drawDraft();
+        }
+        document.getElementById("draw-circle").addEventListener("click", () => startDrawing("circle"));
+        document.getElementById("draw-polygon").addEventListener("click", () => startDrawing("polygon"));
+        document.getElementById("draw-finish").addEventListener("click", () => { draft.closed = true; drawDraft(); });
+        document.getElementById("draw-clear").addEventListener("click", () => { draft.mode = null; draft.points = []; drawDraft(); });
+        document.getElementById("map").addEventListener("click", e => {
+          if (!draft.mode || draft.closed) return;
+          const svg = document.querySelector("#map svg");
+          const pt = svg.createSVGPoint();
+          pt.x = e.clientX;
+          pt.y = e.clientY;
+          const p = pt.matrixTransform(svg.getScreenCTM().inverse());
+          draft.points.push({ x: p.x, y: p.y });
+          if (draft.mode === "circle" && draft.points.length === 2) {
+            draft.closed = true;
+            const r = metres(toGeo(draft.points[0]), toGeo(draft.points[1]));
+            document.getElementById("region-radius").value = String(Math.round(r * 10) / 10);
+          }
+          drawDraft();
+        });
+        // A field's text as JSON: a number when it reads as one, else the text itself, so that
+        // the dashboard (the evaluator's decoder) says what is wrong with it.
+        function field(name) {
+          const raw = document.getElementById("region-" + name).value.trim();
+          if (raw === "") return undefined;
+          if (name === "schedule") { try { return JSON.parse(raw); } catch (_) { return raw; } }
+          if (name === "name") return raw;
+          const n = Number(raw);
+          return Number.isFinite(n) ? n : raw;
+        }
+        function feature() {
+          const properties = {};
+          for (const name of ["name", "enterDelay", "exitDelay", "dwellAfter", "minAccuracy", "exitBuffer", "floor", "schedule"]) {
+            const value = field(name);
+            if (value !== undefined) properties[name] = value;
+          }
+          let geometry = null;
+          const pts = draft.points.map(toGeo);
+          if (draft.mode === "circle" && pts.length >= 1) {
+            geometry = { type: "Point", coordinates: pts[0] };
+            const radius = field("radius");
+            if (radius !== undefined) properties.radius = radius;
+          } else if (draft.mode === "polygon" && pts.length >= 1) {
+            geometry = { type: "Polygon", coordinates: [pts.concat([pts[0]])] };
+          }
+          const id = document.getElementById("region-id").value.trim();
+          return { type: "Feature", id: id, properties: properties, geometry: geometry };
+        }
+        async function send(action) {
+          const problems = document.getElementById("region-problems");
+          const result = document.getElementById("region-result");
+          problems.replaceChildren();
+          result.textContent = action === "publish" ? "publishing…" : "checking…";
+          document.querySelectorAll("#region-form input").forEach(i => { i.classList.remove("invalid"); i.removeAttribute("aria-invalid"); });
+          let answer;
+          try {
+            const response = await fetch("/api/regions/" + action, {
+              method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(feature()),
+            });
+            answer = await response.json();
+          } catch (error) {
+            answer = { ok: false, problems: ["the dashboard did not answer: " + error] };
+          }
+          if (answer.ok) {
+            result.textContent = answer.published ? "published on " + answer.topic : "valid: publishing puts it on " + answer.topic;
+            result.className = "ok";
+            return;
+          }
+          result.textContent = "";
+          for (const problem of answer.problems || []) {
+            problems.append(text("li", problem));
+            // Mark the field the problem names (properties.enterDelay, properties.radius …).
+            const named = /properties\.(\w+)/.exec(problem) || (/geometry/.test(problem) ? [null, "geometry"] : null);
+            const input = named && document.getElementById("region-" + named[1]);
+            if (input) { input.classList.add("invalid"); input.setAttribute("aria-invalid", "true"); }
+          }
+        }
+        document.getElementById("region-check").addEventListener("click", () => send("check"));
+        document.getElementById("region-publish").addEventListener("click", () => send("publish"));
         """#
 }

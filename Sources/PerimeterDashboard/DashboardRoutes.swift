@@ -17,6 +17,8 @@ struct DashboardRoutes: Sendable {
     let auth: DashboardAuth
     /// Host names (no port, lower case; IPv6 in brackets) this dashboard answers to.
     let allowedHosts: Set<String>
+    /// The region editor's checks and publishing (`/api/regions/check|publish`).
+    let regions: RegionEditor?
     /// `/healthz`: healthy or not, and the text to say.
     let health: @Sendable () -> (healthy: Bool, text: String)
 
@@ -133,6 +135,17 @@ struct DashboardRoutes: Sendable {
                 return redirect("/login?next=\(next)")
             }
             return plain(401, "sign in first: /login\n")
+        }
+        if request.method == "POST", request.path == "/api/regions/check" || request.path == "/api/regions/publish" {
+            // JSON only: a form on another site cannot send it without the browser asking first.
+            if crossSite(request) { return plain(403, "a region from another site is refused\n") }
+            guard request.header("content-type")?.hasPrefix("application/json") == true else {
+                return plain(415, "send the region as application/json\n")
+            }
+            guard let regions else { return plain(404, "no region editor here\n") }
+            let outcome = regions.handle(body: request.body, publishing: request.path.hasSuffix("/publish"))
+            return HTTPServer.Response(
+                status: outcome.status, contentType: "application/json", body: outcome.json.serialized())
         }
         guard reading else { return plain(405, "only GET\n", headers: [("Allow", "GET, HEAD")]) }
         switch request.path {

@@ -76,17 +76,29 @@ public struct DashboardService: Service {
         let client = try MQTTClient(configuration.broker.mqttConfiguration())
         let broadcaster = broadcaster
         broadcaster.publish(state: model.view(brokerConnected: false).serialized())
+        // The region editor publishes as `perimeter regions put` does: retained, QoS 1, typed.
+        let properties =
+            configuration.broker.protocolVersion == .v5 ? MQTTProperties(contentType: LiveRegions.contentType) : .none
+        let editor = RegionEditor(
+            venue: configuration.venue, prefix: configuration.prefix, maxPayloadBytes: 65_536, clock: clock
+        ) { topic, payload in
+            try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: true, properties: properties)
+        }
         let routes = DashboardRoutes(
             title: title, timeZone: configuration.timeZone.identifier, broadcaster: broadcaster, auth: auth,
-            allowedHosts: Set(configuration.allowedHosts)
+            allowedHosts: Set(configuration.allowedHosts), regions: editor
         ) {
             let connected = client.state.isConnected
             let pages = "\(broadcaster.clientCount) page(s) streaming\n"
             return (connected, (connected ? "ok: broker connected, " : "broker not connected, ") + pages)
         }
         let logger = logger
+        // A region drawn in the editor is one GeoJSON Feature of at most the evaluator's default
+        // payload bound (64 KiB); every other request body is a small form.
+        var limits = configuration.limits
+        limits.requestBodyBytes = max(limits.requestBodyBytes, 65_536)
         let server = try HTTPServer(
-            host: configuration.http.host, port: configuration.http.port, limits: configuration.limits,
+            host: configuration.http.host, port: configuration.http.port, limits: limits,
             onError: { message in logger.info("http", metadata: ["http.error": .string(message)]) },
             handler: routes.respond)
         defer { server.stop() }
