@@ -66,6 +66,15 @@ enum DashboardPage {
         <section><h2>Ranging</h2><select id="subject-select"><option value="">(choose a subject)</option></select>
         <ol id="ranging"></ol></section>
         <section><h2>Live feed</h2><ol id="feed" reversed></ol></section>
+        <section id="floors"><h2>Floor plans</h2>
+        <label>floor <select id="floor-select"><option value="">(none)</option></select></label>
+        <form id="plan-form">
+        <label>floor <input id="plan-floor" inputmode="numeric" value="0"></label>
+        <label>image (PNG or JPEG, at most 2 MB) <input id="plan-file" type="file" accept="image/png,image/jpeg"></label>
+        <label class="wide">control points: x,y,lon,lat;x,y,lon,lat[;…] (pixels of the image, then the place they show) <input id="plan-points" autocomplete="off"></label>
+        <div class="tools"><button type="button" id="plan-upload">Upload</button></div>
+        <ul id="plan-problems"></ul>
+        </form></section>
         <section id="editor"><h2>Region editor</h2>
         <div class="tools"><button type="button" id="draw-circle">Draw circle</button>
         <button type="button" id="draw-polygon">Draw polygon</button>
@@ -135,6 +144,8 @@ enum DashboardPage {
         .subject-label line, .cluster line { stroke: #555; stroke-width: 1; }
         .cluster circle { fill: #fff; stroke: #d62728; stroke-width: 2; }
         .cluster text { font-weight: bold; }
+        #plan-form { display: grid; gap: 4px; font-size: 12px; margin-top: 4px; }
+        #plan-problems { color: #b02020; }
         #editor .tools { display: flex; flex-wrap: wrap; gap: 4px; margin: 4px 0; }
         #region-form { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 4px 8px; font-size: 12px; }
         #region-form label { display: grid; }
@@ -275,8 +286,62 @@ enum DashboardPage {
           for (const service of s.services) {
             services.append(text("li", service.id + (service.t ? " since " + day(service.t) : ""), service.online ? "online" : "offline"));
           }
+          showFloors(s.floors || []);
           showRanging();
         }
+
+        // Floor plans: the chosen floor's image under the regions, placed by its matrix.
+        function showFloors(floors) {
+          const select = document.getElementById("floor-select");
+          const chosen = select.value;
+          const known = Array.from(select.options).map(o => o.value).join(",");
+          const wantedFloors = [""].concat(floors.map(f => String(f.floor))).join(",");
+          if (known !== wantedFloors) {
+            select.replaceChildren(new Option("(none)", ""));
+            for (const f of floors) select.append(new Option("floor " + f.floor, String(f.floor)));
+            select.value = chosen !== "" && floors.some(f => String(f.floor) === chosen) ? chosen : (floors.length ? String(floors[0].floor) : "");
+          }
+          const svg = document.querySelector("#map svg");
+          let g = document.getElementById("floorplan");
+          if (!g) {
+            g = svgEl("g", { id: "floorplan" });
+            svg.insertBefore(g, document.getElementById("regions"));
+          }
+          const plan = floors.find(f => String(f.floor) === select.value);
+          const href = plan ? plan.href + "?v=" + plan.matrix.join(",") : "";
+          if (g.dataset.href === href) return;
+          g.dataset.href = href;
+          g.replaceChildren();
+          if (!plan) return;
+          const image = svgEl("image", { href: plan.href, width: plan.width, height: plan.height, opacity: 0.6,
+            transform: "matrix(" + plan.matrix.join(" ") + ")", preserveAspectRatio: "none" });
+          image.dataset.floor = String(plan.floor);
+          g.append(image);
+        }
+        document.getElementById("floor-select").addEventListener("change", () => {
+          const g = document.getElementById("floorplan");
+          if (g) g.dataset.href = "-";
+          if (state) showFloors(state.floors || []);
+        });
+        document.getElementById("plan-upload").addEventListener("click", async () => {
+          const problems = document.getElementById("plan-problems");
+          problems.replaceChildren();
+          const file = document.getElementById("plan-file").files[0];
+          if (!file) { problems.append(text("li", "choose an image first")); return; }
+          const floor = document.getElementById("plan-floor").value.trim();
+          const points = document.getElementById("plan-points").value.trim();
+          let answer;
+          try {
+            const response = await fetch("/api/floors/" + encodeURIComponent(floor) + "/plan?points=" + encodeURIComponent(points),
+              { method: "POST", headers: { "Content-Type": "application/octet-stream" }, body: file });
+            answer = response.headers.get("Content-Type") === "application/json" ? await response.json()
+              : { ok: false, problems: [response.status + ": " + (await response.text())] };
+          } catch (error) {
+            answer = { ok: false, problems: ["the dashboard did not answer: " + error] };
+          }
+          if (answer.ok) { problems.append(text("li", "floor " + answer.floor + " saved")); document.getElementById("floor-select").value = String(answer.floor); return; }
+          for (const problem of answer.problems || []) problems.append(text("li", problem));
+        });
 
         function showRanging() {
           const list = document.getElementById("ranging");

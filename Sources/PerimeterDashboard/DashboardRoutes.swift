@@ -19,6 +19,10 @@ struct DashboardRoutes: Sendable {
     let allowedHosts: Set<String>
     /// The region editor's checks and publishing (`/api/regions/check|publish`).
     let regions: RegionEditor?
+    /// Uploaded floor plans (`/api/floors/{n}/plan`, `/floors/{n}/plan`); nil without `dashboard.floorPlans`.
+    var floorPlans: FloorPlans? = nil
+    /// The map's projection now (a plan's control points are fitted in its picture plane).
+    var projection: @Sendable () -> MapProjection? = { nil }
     /// `/healthz`: healthy or not, and the text to say.
     let health: @Sendable () -> (healthy: Bool, text: String)
 
@@ -41,6 +45,12 @@ struct DashboardRoutes: Sendable {
         response.headers += Self.securityHeaders
         if response.stream == nil { response.headers.append(("Cache-Control", "no-store")) }
         return response
+    }
+
+    /// The floor of `{prefix}{n}/plan`, nil for another path.
+    static func floor(_ path: String, prefix: String) -> Int? {
+        guard path.hasPrefix(prefix), path.hasSuffix("/plan") else { return nil }
+        return Int(path.dropFirst(prefix.count).dropLast("/plan".count))
     }
 
     /// Where to go after login: a path on this dashboard, never another site.
@@ -147,7 +157,38 @@ struct DashboardRoutes: Sendable {
             return HTTPServer.Response(
                 status: outcome.status, contentType: "application/json", body: outcome.json.serialized())
         }
+        if request.method == "POST", let floor = Self.floor(request.path, prefix: "/api/floors/") {
+            if crossSite(request) { return plain(403, "a floor plan from another site is refused\n") }
+            // Only a script sends a body of another type: a form on another site cannot.
+            let type = request.header("content-type") ?? ""
+            if ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"].contains(
+                where: type.hasPrefix)
+            {
+                return plain(415, "send the image as the body (application/octet-stream or its image type)\n")
+            }
+            guard let floorPlans, let projection = projection() else {
+                return plain(404, "no floor plans here: set dashboard.floorPlans (a directory)\n")
+            }
+            do {
+                let points = try FloorPlans.points(request.query["points"] ?? "")
+                let plan = try floorPlans.save(
+                    floor: floor, image: request.body, points: points, projection: projection)
+                return HTTPServer.Response(
+                    contentType: "application/json",
+                    body: JSONValue.object(["ok": true, "floor": .number(Double(plan.floor))]).serialized())
+            } catch {
+                return HTTPServer.Response(
+                    status: 422, contentType: "application/json",
+                    body: JSONValue.object(["ok": false, "problems": [.string(error.description)]]).serialized())
+            }
+        }
         guard reading else { return plain(405, "only GET\n", headers: [("Allow", "GET, HEAD")]) }
+        if let floor = Self.floor(request.path, prefix: "/floors/") {
+            guard let image = floorPlans?.image(floor: floor) else { return plain(404, "no plan for floor \(floor)\n") }
+            var response = HTTPServer.Response(contentType: image.type, body: "")
+            response.bytes = image.bytes
+            return response
+        }
         switch request.path {
         case "/", "/index.html":
             return HTTPServer.Response(

@@ -34,10 +34,14 @@ struct BrowserEditorTests {
         try await browser.type(text)
     }
 
-    @Test("Draw a circle, see a refused delay inline, fix it, publish; a visitor walking in gets an enter")
+    @Test(
+        "A floor plan uploaded is drawn under the regions with a floor selector; draw a circle, see a refused delay inline, fix it, publish; a visitor walking in gets an enter"
+    )
     func drawPublishEnter() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
-        let harness = try await BrowserHarness.start()
+        let plans = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: plans) }
+        let harness = try await BrowserHarness.start(dashboard: [("floorPlans", .string(plans))])
         let browser = try DevToolsBrowser(profile: harness.profile)
         let watcher = try await harness.broker.connectedClient("watcher")
         do {
@@ -46,6 +50,27 @@ struct BrowserEditorTests {
             try await browser.waitFor(
                 "document.getElementById('connection')?.className === 'on' && typeof state === 'object' && state !== null && !!state.toGeo",
                 "the page signed in and streaming")
+
+            // A plan for floor 1, its top corners on the galleries' north corners.
+            let cookie = try signIn(port: harness.port, password: "browser-test-password")
+            let points = "0,0,2.334833,48.8609799;800,0,2.337567,48.8609799".addingPercentEncoding(
+                withAllowedCharacters: .alphanumerics)!
+            let upload = try FloorPlanRouteTests.post(
+                port: harness.port, path: "/api/floors/1/plan?points=\(points)", cookie: cookie, type: "image/png",
+                body: FloorPlansTests.png(800, 600))
+            #expect(upload.0 == 200, "\(upload)")
+            try await browser.waitFor(
+                "!!document.querySelector('#floorplan image[data-floor=\"1\"]')", "the plan drawn for floor 1")
+            let layout = try await browser.evaluate(
+                """
+                (() => { const plan = document.getElementById('floorplan'), regions = document.getElementById('regions');
+                  return [!!(plan.compareDocumentPosition(regions) & Node.DOCUMENT_POSITION_FOLLOWING),
+                    document.getElementById('floor-select').value,
+                    plan.querySelector('image').getAttribute('transform').startsWith('matrix(')]; })()
+                """)
+            #expect(
+                layout == [true, "1", true],
+                "under the regions, floor 1 chosen, placed by its matrix: \(layout.serialized())")
 
             // A circle north of the café, in the corridor between the galleries: its centre, then its edge 9 m north.
             _ = try await browser.evaluate("document.getElementById('draw-circle').click(), true")
