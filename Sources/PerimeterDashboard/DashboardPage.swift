@@ -441,6 +441,7 @@ enum DashboardPage {
         document.getElementById("draw-clear").addEventListener("click", () => { draft.mode = null; draft.points = []; drawDraft(); });
         document.getElementById("map").addEventListener("click", e => {
           if (!draft.mode || draft.closed) return;
+          e.preventDefault();  // a click that draws does not also pick a region to edit
           const svg = document.querySelector("#map svg");
           const pt = svg.createSVGPoint();
           pt.x = e.clientX;
@@ -511,6 +512,45 @@ enum DashboardPage {
             if (input) { input.classList.add("invalid"); input.setAttribute("aria-invalid", "true"); }
           }
         }
+        // Editing: a click on a region (while not drawing) loads it into the form and the draft;
+        // publishing under its id replaces it.
+        function toPicture(lonLat) {
+          const m = state.toGeo, det = m[0] * m[3] - m[1] * m[2], dx = lonLat[0] - m[4], dy = lonLat[1] - m[5];
+          return { x: (m[3] * dx - m[2] * dy) / det, y: (-m[1] * dx + m[0] * dy) / det };
+        }
+        document.getElementById("map").addEventListener("click", async e => {
+          if (e.defaultPrevented || (draft.mode && !draft.closed)) return;
+          // The region under the pointer, even below a subject's dot or label.
+          const shape = document.elementsFromPoint(e.clientX, e.clientY).find(el => el.matches && el.matches("path.region"));
+          if (!shape || !state || !state.toGeo) return;
+          const response = await fetch("/api/regions/" + encodeURIComponent(shape.dataset.region));
+          if (!response.ok) return;
+          const f = await response.json();
+          const p = f.properties || {};
+          document.getElementById("region-id").value = f.id || shape.dataset.region;
+          for (const name of ["name", "radius", "enterDelay", "exitDelay", "dwellAfter", "minAccuracy", "exitBuffer", "floor"]) {
+            document.getElementById("region-" + name).value = p[name] === undefined ? "" : String(p[name]);
+          }
+          document.getElementById("region-schedule").value = p.schedule ? JSON.stringify(p.schedule) : "";
+          const g = f.geometry;
+          if (g && g.type === "Point") {
+            const centre = toPicture(g.coordinates);
+            // The edge point due east, at the radius.
+            const east = [g.coordinates[0] + (p.radius || 0) / (111320 * Math.cos(g.coordinates[1] * degrees)), g.coordinates[1]];
+            draft.mode = "circle";
+            draft.points = [centre, toPicture(east)];
+            draft.closed = true;
+          } else if (g && g.type === "Polygon") {
+            draft.mode = "polygon";
+            draft.points = g.coordinates[0].slice(0, -1).map(toPicture);
+            draft.closed = true;
+          } else {
+            draft.mode = null;
+            draft.points = [];
+          }
+          document.getElementById("draw-hint").textContent = "Editing " + (f.id || shape.dataset.region) + ": change its settings, or draw it again, then publish.";
+          drawDraft();
+        });
         document.getElementById("region-check").addEventListener("click", () => send("check"));
         document.getElementById("region-publish").addEventListener("click", () => send("publish"));
         """#

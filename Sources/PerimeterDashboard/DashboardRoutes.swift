@@ -23,6 +23,8 @@ struct DashboardRoutes: Sendable {
     var floorPlans: FloorPlans? = nil
     /// The map's projection now (a plan's control points are fitted in its picture plane).
     var projection: @Sendable () -> MapProjection? = { nil }
+    /// A region's Feature as the map holds it now (`/api/regions/{id}`), for the editor.
+    var feature: @Sendable (String) -> JSONValue? = { _ in nil }
     /// `/healthz`: healthy or not, and the text to say.
     let health: @Sendable () -> (healthy: Bool, text: String)
 
@@ -183,6 +185,11 @@ struct DashboardRoutes: Sendable {
             }
         }
         guard reading else { return plain(405, "only GET\n", headers: [("Allow", "GET, HEAD")]) }
+        if request.path.hasPrefix("/api/regions/") {
+            let id = String(request.path.dropFirst("/api/regions/".count)).removingPercentEncoding ?? ""
+            guard let feature = feature(id) else { return plain(404, "no region '\(id)' on the map\n") }
+            return HTTPServer.Response(contentType: "application/geo+json", body: feature.serialized())
+        }
         if let floor = Self.floor(request.path, prefix: "/floors/") {
             guard let image = floorPlans?.image(floor: floor) else { return plain(404, "no plan for floor \(floor)\n") }
             var response = HTTPServer.Response(contentType: image.type, body: "")

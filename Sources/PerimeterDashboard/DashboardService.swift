@@ -97,6 +97,10 @@ public struct DashboardService: Service {
         return .object(root)
     }
 
+    static func features(_ map: VenueMap) -> [String: JSONValue] {
+        Dictionary(map.regions.map { ($0.id, $0.feature) }, uniquingKeysWith: { first, _ in first })
+    }
+
     public func run() async throws {
         var model = DashboardModel(
             prefix: configuration.prefix, venue: configuration.venue, map: map, renderer: renderer,
@@ -114,6 +118,8 @@ public struct DashboardService: Service {
             try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: true, properties: properties)
         }
         let projection = Mutex<MapProjection?>(model.projection)
+        // The regions as drawn now, as Features: the editor loads one to change it.
+        let features = Mutex<[String: JSONValue]>(Self.features(model.map))
         let floorPlans = floorPlans
         var routes = DashboardRoutes(
             title: title, timeZone: configuration.timeZone.identifier, broadcaster: broadcaster, auth: auth,
@@ -125,6 +131,7 @@ public struct DashboardService: Service {
         }
         routes.floorPlans = floorPlans
         routes.projection = { projection.withLock { $0 } }
+        routes.feature = { id in features.withLock { $0[id] } }
         let logger = logger
         // A region drawn in the editor is one GeoJSON Feature of at most the evaluator's default
         // payload bound (64 KiB); every other request body is a small form.
@@ -196,6 +203,7 @@ public struct DashboardService: Service {
                     }
                     if mapDirty {
                         projection.withLock { $0 = model.projection }
+                        features.withLock { $0 = Self.features(model.map) }
                         broadcaster.publish(map: model.svg)
                         mapDirty = false
                     }

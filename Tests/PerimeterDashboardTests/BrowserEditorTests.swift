@@ -11,6 +11,7 @@ struct BrowserEditorTests {
     static func screen(_ lon: Double, _ lat: Double) -> String {
         """
         (() => {
+          document.getElementById("map").scrollIntoView();  // typing in the form scrolls the map away
           const m = state.toGeo, det = m[0] * m[3] - m[1] * m[2], dx = \(lon) - m[4], dy = \(lat) - m[5];
           const x = (m[3] * dx - m[2] * dy) / det, y = (-m[1] * dx + m[0] * dy) / det;
           const c = document.querySelector("#map svg").getScreenCTM();
@@ -35,7 +36,7 @@ struct BrowserEditorTests {
     }
 
     @Test(
-        "A floor plan uploaded is drawn under the regions with a floor selector; draw a circle, see a refused delay inline, fix it, publish; a visitor walking in gets an enter"
+        "A floor plan uploaded is drawn under the regions with a floor selector; draw a circle, see a refused delay inline, fix it, publish; a visitor walking in gets an enter; click it to edit, rename, publish again"
     )
     func drawPublishEnter() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
@@ -112,6 +113,19 @@ struct BrowserEditorTests {
             try await browser.waitFor(
                 "document.getElementById('feed').textContent.includes('visitor-77 enter New kiosk')",
                 "the enter for the new region in the feed")
+
+            // Editing: a click on the new region loads it (id, settings, shape); renamed and published again, it replaces it.
+            _ = try await browser.evaluate(
+                "document.getElementById('draw-clear').click(), document.getElementById('region-id').value = '', true")
+            try await click(browser, lon: 2.3362 + 3 / 73_000.0, lat: 48.8608)
+            try await browser.waitFor(
+                "document.getElementById('region-id').value === 'kiosk-new' && document.getElementById('region-name').value === 'New kiosk' && Math.abs(Number(document.getElementById('region-radius').value) - 9) < 1",
+                "the region loaded into the editor")
+            try await fill(browser, "name", "Kiosk (moved desk)")
+            _ = try await browser.evaluate("document.getElementById('region-publish').click(), true")
+            try await browser.waitFor(
+                "document.querySelector('#labels text[data-region=\"kiosk-new\"]')?.textContent === 'Kiosk (moved desk)'",
+                "the region replaced, its new name on the map")
         } catch {
             Issue.record("\(error); \(harness.logs)")
         }
