@@ -11,7 +11,8 @@ import PerimeterKit
 ///   "dashboard": {"venue": "museum", "clientId": "perimeter-dashboard", "regions": "config/venues/museum.geojson", "http": "127.0.0.1:8080",
 ///                 "consumer": "dashboard", "session": "live", "sessionLevel": "always", "coarseMeters": 5000,
 ///                 "passwordFile": "/etc/perimeter/dashboard.password", "allowedHosts": ["dashboard.museum.example"],
-///                 "behindTLS": true, "sessionHours": 12, "connectionsPerIP": 64, "maxStreams": 900, "idleTimeoutSeconds": 30}
+///                 "behindTLS": true, "sessionHours": 12, "connectionsPerIP": 64, "maxStreams": 900, "idleTimeoutSeconds": 30,
+///                 "timeZone": "Europe/Paris", "floorPlans": "/var/lib/perimeter/floorplans"}
 /// }
 /// ```
 /// The password is never in this file: `dashboard.passwordFile` names a file of its own (not
@@ -32,6 +33,12 @@ public struct DashboardConfiguration: ServiceSettings {
     /// The grid reduced-accuracy subjects are snapped to (metres), and the circle drawn for them.
     public var coarseMeters: Double
     public var title: String?
+    /// The venue's time zone: every time on the page is shown in it, and the page names it
+    /// (`dashboard.timeZone`, else `venues.{venue}.timeZone`, else UTC).
+    public var timeZone: TimeZone
+    /// The directory holding the uploaded floor plans and their georeferences
+    /// (`dashboard.floorPlans`); nil: no floor plans can be uploaded.
+    public var floorPlansPath: String?
     /// The one password that opens the dashboard (from `dashboard.passwordFile` or
     /// `PERIMETER_DASHBOARD_PASSWORD`); the service refuses to start without one.
     public var password: String?
@@ -48,7 +55,8 @@ public struct DashboardConfiguration: ServiceSettings {
     public init(
         broker: BrokerSettings, prefix: String = "perimeter/v1", venue: String, regionsPath: String,
         http: (host: String, port: Int) = ("127.0.0.1", 8080), consumer: String = "dashboard", session: String = "live",
-        sessionLevel: String? = "always", coarseMeters: Double = 5000, title: String? = nil, password: String? = nil,
+        sessionLevel: String? = "always", coarseMeters: Double = 5000, title: String? = nil,
+        timeZone: TimeZone = TimeZone(identifier: "UTC")!, floorPlansPath: String? = nil, password: String? = nil,
         allowedHosts: [String]? = nil, behindTLS: Bool = false, sessionHours: Double = 12,
         limits: HTTPServer.Limits = HTTPServer.Limits(), log: LogSettings = LogSettings()
     ) {
@@ -62,6 +70,8 @@ public struct DashboardConfiguration: ServiceSettings {
         self.sessionLevel = sessionLevel
         self.coarseMeters = coarseMeters
         self.title = title
+        self.timeZone = timeZone
+        self.floorPlansPath = floorPlansPath
         self.password = password
         self.allowedHosts = allowedHosts ?? DashboardRoutes.defaultHosts(listening: http.host)
         self.behindTLS = behindTLS
@@ -131,6 +141,14 @@ public struct DashboardConfiguration: ServiceSettings {
         }
         let coarse = reader.double("dashboard.coarseMeters", default: 5000, range: 10...1_000_000)
         let title = reader.optionalString("dashboard.title")
+        let zoneName =
+            reader.optionalString("dashboard.timeZone") ?? reader.optionalString("venues.\(venue).timeZone")
+            ?? reader.optionalString("venue.timeZone") ?? "UTC"
+        let timeZone = TimeZone(identifier: zoneName)
+        if timeZone == nil {
+            reader.reject("dashboard.timeZone", "'\(zoneName)' is not an IANA time zone (e.g. Europe/Paris)")
+        }
+        let floorPlans = reader.optionalString("dashboard.floorPlans")
         var password = reader.environmentSecret("dashboard.password", instead: passwordHint)
         if let path = reader.optionalString("dashboard.passwordFile") {
             if password != nil {
@@ -169,7 +187,8 @@ public struct DashboardConfiguration: ServiceSettings {
         return DashboardConfiguration(
             broker: broker, prefix: prefix, venue: venue, regionsPath: regions ?? "", http: http, consumer: consumer,
             session: session, sessionLevel: level == "none" ? nil : level, coarseMeters: coarse, title: title,
-            password: password, allowedHosts: hosts.map { $0.lowercased() }, behindTLS: behindTLS,
+            timeZone: timeZone ?? TimeZone(identifier: "UTC")!, floorPlansPath: floorPlans, password: password,
+            allowedHosts: hosts.map { $0.lowercased() }, behindTLS: behindTLS,
             sessionHours: sessionHours, limits: limits, log: log)
     }
 }

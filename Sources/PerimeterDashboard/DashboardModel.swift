@@ -383,7 +383,9 @@ public struct DashboardModel: Sendable {
             }
             list.append(.object(item))
         }
-        root["subjects"] = .array(list)
+        let (subjectsLabelled, clusters) = labelled(list)
+        root["subjects"] = .array(subjectsLabelled)
+        root["clusters"] = .array(clusters)
         root["ranging"] = .object(ranging)
         var counters = JSONObject()
         counters["events"] = .number(Double(events))
@@ -403,8 +405,72 @@ public struct DashboardModel: Sendable {
             serviceList.append(.object(item))
         }
         root["services"] = .array(serviceList)
+        // Picture → (lon, lat), for the region editor's clicks; and the regions as they are now
+        // (their Features), for editing one.
+        if let toGeo = projection.linearized.inverse {
+            root["toGeo"] = .array([toGeo.a, toGeo.b, toGeo.c, toGeo.d, toGeo.e, toGeo.f].map { .number($0) })
+        }
         return .object(root)
     }
 
     static func round(_ value: Double) -> Double { (value * 10).rounded() / 10 }
+
+    /// The label placer for this map: subject labels stay on the picture, off the region names.
+    var labelPlacer: LabelPlacement {
+        LabelPlacement(bounds: .init(x: 0, y: 0, width: renderer.width, height: renderer.height))
+    }
+
+    /// The text labelling a subject on the map: its id, and its place's name when it has one.
+    func labelText(_ subject: JSONValue) -> String {
+        let id = subject["id"]?.stringValue ?? ""
+        guard let place = subject["place"]?.stringValue else { return id }
+        return id + " @ " + (map.regions.first { $0.id == place }?.name ?? place)
+    }
+
+    /// Where the labels of the drawn subjects go (``LabelPlacement``), computed from the view's subjects.
+    func placement(_ subjects: [JSONValue]) -> LabelPlacement.Result {
+        let items = subjects.compactMap { subject -> LabelPlacement.Item? in
+            guard let id = subject["id"]?.stringValue, let x = subject["x"]?.doubleValue,
+                let y = subject["y"]?.doubleValue
+            else { return nil }
+            return LabelPlacement.Item(id: id, x: x, y: y, text: labelText(subject))
+        }
+        return labelPlacer.place(items, obstacles: renderer.regionLabelBoxes(for: map))
+    }
+
+    static func json(_ placed: LabelPlacement.Placed, text: String) -> JSONValue {
+        [
+            "x": .number(round(placed.box.x)), "y": .number(round(placed.box.y)),
+            "w": .number(round(placed.box.width)), "h": .number(round(placed.box.height)),
+            "leader": .bool(placed.leader), "text": .string(text),
+        ]
+    }
+
+    /// The subjects with their label boxes (`label`) or the index of the cluster that counts
+    /// them (`cluster`), and the clusters' count labels.
+    func labelled(_ subjects: [JSONValue]) -> (subjects: [JSONValue], clusters: [JSONValue]) {
+        let result = placement(subjects)
+        var clusterOf: [String: Int] = [:]
+        for (index, cluster) in result.clusters.enumerated() {
+            for member in cluster.members { clusterOf[member] = index }
+        }
+        let labelled = subjects.map { subject -> JSONValue in
+            guard case .object(var item) = subject, let id = item["id"]?.stringValue else { return subject }
+            if let placed = result.labels[id] {
+                item["label"] = Self.json(placed, text: labelText(subject))
+            } else if let index = clusterOf[id] {
+                item["cluster"] = .number(Double(index))
+            }
+            return .object(item)
+        }
+        let clusters = result.clusters.map { cluster -> JSONValue in
+            var item: JSONObject = [
+                "x": .number(Self.round(cluster.x)), "y": .number(Self.round(cluster.y)),
+                "members": .array(cluster.members.map { .string($0) }), "count": .number(Double(cluster.members.count)),
+            ]
+            if let placed = cluster.placed { item["label"] = Self.json(placed, text: cluster.text) }
+            return .object(item)
+        }
+        return (labelled, clusters)
+    }
 }

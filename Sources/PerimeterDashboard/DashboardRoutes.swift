@@ -11,10 +11,20 @@ import Synchronization
 /// on `attacker.example` resolving to this address still sends `Host: attacker.example`).
 struct DashboardRoutes: Sendable {
     let title: String
+    /// The venue's time zone (IANA id): the page shows every time in it.
+    let timeZone: String
     let broadcaster: EventBroadcaster
     let auth: DashboardAuth
     /// Host names (no port, lower case; IPv6 in brackets) this dashboard answers to.
     let allowedHosts: Set<String>
+    /// The region editor's checks and publishing (`/api/regions/check|publish`).
+    let regions: RegionEditor?
+    /// Uploaded floor plans (`/api/floors/{n}/plan`, `/floors/{n}/plan`); nil without `dashboard.floorPlans`.
+    var floorPlans: FloorPlans? = nil
+    /// The map's projection now (a plan's control points are fitted in its picture plane).
+    var projection: @Sendable () -> MapProjection? = { nil }
+    /// A region's Feature as the map holds it now (`/api/regions/{id}`), for the editor.
+    var feature: @Sendable (String) -> JSONValue? = { _ in nil }
     /// `/healthz`: healthy or not, and the text to say.
     let health: @Sendable () -> (healthy: Bool, text: String)
 
@@ -37,6 +47,12 @@ struct DashboardRoutes: Sendable {
         response.headers += Self.securityHeaders
         if response.stream == nil { response.headers.append(("Cache-Control", "no-store")) }
         return response
+    }
+
+    /// The floor of `{prefix}{n}/plan`, nil for another path.
+    static func floor(_ path: String, prefix: String) -> Int? {
+        guard path.hasPrefix(prefix), path.hasSuffix("/plan") else { return nil }
+        return Int(path.dropFirst(prefix.count).dropLast("/plan".count))
     }
 
     /// Where to go after login: a path on this dashboard, never another site.
@@ -132,11 +148,59 @@ struct DashboardRoutes: Sendable {
             }
             return plain(401, "sign in first: /login\n")
         }
+        if request.method == "POST", request.path == "/api/regions/check" || request.path == "/api/regions/publish" {
+            // JSON only: a form on another site cannot send it without the browser asking first.
+            if crossSite(request) { return plain(403, "a region from another site is refused\n") }
+            guard request.header("content-type")?.hasPrefix("application/json") == true else {
+                return plain(415, "send the region as application/json\n")
+            }
+            guard let regions else { return plain(404, "no region editor here\n") }
+            let outcome = regions.handle(body: request.body, publishing: request.path.hasSuffix("/publish"))
+            return HTTPServer.Response(
+                status: outcome.status, contentType: "application/json", body: outcome.json.serialized())
+        }
+        if request.method == "POST", let floor = Self.floor(request.path, prefix: "/api/floors/") {
+            if crossSite(request) { return plain(403, "a floor plan from another site is refused\n") }
+            // Only a script sends a body of another type: a form on another site cannot.
+            let type = request.header("content-type") ?? ""
+            if ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"].contains(
+                where: type.hasPrefix)
+            {
+                return plain(415, "send the image as the body (application/octet-stream or its image type)\n")
+            }
+            guard let floorPlans, let projection = projection() else {
+                return plain(404, "no floor plans here: set dashboard.floorPlans (a directory)\n")
+            }
+            do {
+                let points = try FloorPlans.points(request.query["points"] ?? "")
+                let plan = try floorPlans.save(
+                    floor: floor, image: request.body, points: points, projection: projection)
+                return HTTPServer.Response(
+                    contentType: "application/json",
+                    body: JSONValue.object(["ok": true, "floor": .number(Double(plan.floor))]).serialized())
+            } catch {
+                return HTTPServer.Response(
+                    status: 422, contentType: "application/json",
+                    body: JSONValue.object(["ok": false, "problems": [.string(error.description)]]).serialized())
+            }
+        }
         guard reading else { return plain(405, "only GET\n", headers: [("Allow", "GET, HEAD")]) }
+        if request.path.hasPrefix("/api/regions/") {
+            let id = String(request.path.dropFirst("/api/regions/".count)).removingPercentEncoding ?? ""
+            guard let feature = feature(id) else { return plain(404, "no region '\(id)' on the map\n") }
+            return HTTPServer.Response(contentType: "application/geo+json", body: feature.serialized())
+        }
+        if let floor = Self.floor(request.path, prefix: "/floors/") {
+            guard let image = floorPlans?.image(floor: floor) else { return plain(404, "no plan for floor \(floor)\n") }
+            var response = HTTPServer.Response(contentType: image.type, body: "")
+            response.bytes = image.bytes
+            return response
+        }
         switch request.path {
         case "/", "/index.html":
             return HTTPServer.Response(
-                contentType: "text/html; charset=utf-8", body: DashboardPage.html(title: title, svg: broadcaster.svg))
+                contentType: "text/html; charset=utf-8",
+                body: DashboardPage.html(title: title, svg: broadcaster.svg, timeZone: timeZone))
         case "/map.svg":
             return HTTPServer.Response(contentType: "image/svg+xml", body: broadcaster.svg)
         case "/events":
@@ -145,7 +209,7 @@ struct DashboardRoutes: Sendable {
             guard let seconds = Double(path.dropFirst("/snapshot/".count)), seconds >= 0, seconds <= 60 else {
                 return plain(404, "try /snapshot/SECONDS (0 to 60)\n")
             }
-            let page = DashboardPage.html(title: title, svg: broadcaster.svg)
+            let page = DashboardPage.html(title: title, svg: broadcaster.svg, timeZone: timeZone)
             return .stream(contentType: "text/html; charset=utf-8", HeldPage(page, seconds: seconds))
         default:
             return plain(404, "try /\n")

@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import Synchronization
 
 /// Where a running dashboard listens, and a way to let someone in once.
 public struct DashboardAddress: Sendable {
@@ -31,6 +32,8 @@ public struct DashboardService: Service {
     let title: String
     private let broadcaster = EventBroadcaster()
     let auth: DashboardAuth
+    /// The uploaded floor plans, when `dashboard.floorPlans` names their directory.
+    let floorPlans: FloorPlans?
     let clock: any TimeSource
     /// Seconds between keep-alive comments on idle streams (which also find pages gone away).
     let heartbeat: Double
@@ -55,6 +58,15 @@ public struct DashboardService: Service {
         var settings = DashboardAuth.Settings(password: password, secureCookie: configuration.behindTLS)
         settings.sessionLifetime = configuration.sessionHours * 3600
         auth = DashboardAuth(settings: settings, clock: clock)
+        if let path = configuration.floorPlansPath {
+            do {
+                floorPlans = try FloorPlans(directory: path)
+            } catch {
+                throw ConfigError(key: "dashboard.floorPlans", "cannot use \(path) for floor plans: \(error)")
+            }
+        } else {
+            floorPlans = nil
+        }
         guard let data = FileManager.default.contents(atPath: configuration.regionsPath) else {
             throw ConfigError(key: "dashboard.regions", "cannot read \(configuration.regionsPath)")
         }
@@ -69,23 +81,64 @@ public struct DashboardService: Service {
         broadcaster.start(svg: renderer.render(map))
     }
 
+    /// The view with the floor plans: for each, its image's address and size, and the matrix
+    /// taking its pixels to the map's picture (SVG `matrix(a b c d e f)`).
+    static func withFloors(_ view: JSONValue, _ plans: FloorPlans?, _ projection: MapProjection) -> JSONValue {
+        guard case .object(var root) = view, let plans else { return view }
+        root["floors"] = .array(
+            plans.all.compactMap { plan in
+                guard let m = try? FloorPlans.transform(plan, projection: projection) else { return nil }
+                return [
+                    "floor": .number(Double(plan.floor)), "href": .string("/floors/\(plan.floor)/plan"),
+                    "width": .number(Double(plan.width)), "height": .number(Double(plan.height)),
+                    "matrix": .array([m.a, m.b, m.c, m.d, m.e, m.f].map { .number($0) }),
+                ]
+            })
+        return .object(root)
+    }
+
+    static func features(_ map: VenueMap) -> [String: JSONValue] {
+        Dictionary(map.regions.map { ($0.id, $0.feature) }, uniquingKeysWith: { first, _ in first })
+    }
+
     public func run() async throws {
         var model = DashboardModel(
             prefix: configuration.prefix, venue: configuration.venue, map: map, renderer: renderer,
             coarseMeters: configuration.coarseMeters)
         let client = try MQTTClient(configuration.broker.mqttConfiguration())
         let broadcaster = broadcaster
-        broadcaster.publish(state: model.view(brokerConnected: false).serialized())
-        let routes = DashboardRoutes(
-            title: title, broadcaster: broadcaster, auth: auth, allowedHosts: Set(configuration.allowedHosts)
+        broadcaster.publish(
+            state: Self.withFloors(model.view(brokerConnected: false), floorPlans, model.projection).serialized())
+        // The region editor publishes as `perimeter regions put` does: retained, QoS 1, typed.
+        let properties =
+            configuration.broker.protocolVersion == .v5 ? MQTTProperties(contentType: LiveRegions.contentType) : .none
+        let editor = RegionEditor(
+            venue: configuration.venue, prefix: configuration.prefix, maxPayloadBytes: 65_536, clock: clock
+        ) { topic, payload in
+            try await client.publish(topic, payload: payload, qos: .atLeastOnce, retain: true, properties: properties)
+        }
+        let projection = Mutex<MapProjection?>(model.projection)
+        // The regions as drawn now, as Features: the editor loads one to change it.
+        let features = Mutex<[String: JSONValue]>(Self.features(model.map))
+        let floorPlans = floorPlans
+        var routes = DashboardRoutes(
+            title: title, timeZone: configuration.timeZone.identifier, broadcaster: broadcaster, auth: auth,
+            allowedHosts: Set(configuration.allowedHosts), regions: editor
         ) {
             let connected = client.state.isConnected
             let pages = "\(broadcaster.clientCount) page(s) streaming\n"
             return (connected, (connected ? "ok: broker connected, " : "broker not connected, ") + pages)
         }
+        routes.floorPlans = floorPlans
+        routes.projection = { projection.withLock { $0 } }
+        routes.feature = { id in features.withLock { $0[id] } }
         let logger = logger
+        // A region drawn in the editor is one GeoJSON Feature of at most the evaluator's default
+        // payload bound (64 KiB); every other request body is a small form.
+        var limits = configuration.limits
+        limits.requestBodyBytes = max(limits.requestBodyBytes, floorPlans == nil ? 65_536 : FloorPlans.maxBytes)
         let server = try HTTPServer(
-            host: configuration.http.host, port: configuration.http.port, limits: configuration.limits,
+            host: configuration.http.host, port: configuration.http.port, limits: limits,
             onError: { message in logger.info("http", metadata: ["http.error": .string(message)]) },
             handler: routes.respond)
         defer { server.stop() }
@@ -114,7 +167,8 @@ public struct DashboardService: Service {
                     metadata: ["mqtt.topic": .string(sessionTopic), "error": "\(error)"])
             }
         }
-        broadcaster.publish(state: model.view(brokerConnected: true).serialized())
+        broadcaster.publish(
+            state: Self.withFloors(model.view(brokerConnected: true), floorPlans, model.projection).serialized())
 
         // States are sent at most every 100 ms; feed lines at once.
         let (wakes, wake) = AsyncStream.makeStream(of: MQTTMessage?.self, bufferingPolicy: .unbounded)
@@ -138,16 +192,26 @@ public struct DashboardService: Service {
             }
             var dirty = false
             var mapDirty = false
+            var plansSeen = 0
             for await message in wakes {
                 if Task.isCancelled { break }
                 guard let message else {
                     // A burst of retained regions at subscribe time redraws the map once.
+                    if let floorPlans, floorPlans.version != plansSeen {
+                        plansSeen = floorPlans.version
+                        dirty = true
+                    }
                     if mapDirty {
+                        projection.withLock { $0 = model.projection }
+                        features.withLock { $0 = Self.features(model.map) }
                         broadcaster.publish(map: model.svg)
                         mapDirty = false
                     }
                     if dirty {
-                        broadcaster.publish(state: model.view(brokerConnected: client.state.isConnected).serialized())
+                        broadcaster.publish(
+                            state: Self.withFloors(
+                                model.view(brokerConnected: client.state.isConnected), floorPlans, model.projection
+                            ).serialized())
                         dirty = false
                     }
                     continue

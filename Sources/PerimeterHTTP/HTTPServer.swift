@@ -55,6 +55,8 @@ public final class HTTPServer: Sendable {
         /// For a streaming response: pulled from when the client can take more (no
         /// Content-Length; chunked on HTTP/1.1). `body` is not sent.
         public var stream: (any HTTPStreamSource)?
+        /// A binary body (an image), sent instead of `body` when set.
+        public var bytes: [UInt8]?
 
         public init(
             status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: String,
@@ -65,6 +67,7 @@ public final class HTTPServer: Sendable {
             self.body = body
             self.headers = headers
             self.stream = nil
+            self.bytes = nil
         }
 
         /// A streaming response, e.g. `text/event-stream` for Server-Sent Events.
@@ -389,7 +392,7 @@ public final class HTTPServer: Sendable {
                 source.start(stream)
             }
         } else {
-            var body = Array(response.body.utf8)
+            var body = response.bytes ?? Array(response.body.utf8)
             made = body.withUnsafeMutableBytes {
                 MHD_create_response_from_buffer($0.count, $0.baseAddress, .RESPMEM_MUST_COPY)
             }

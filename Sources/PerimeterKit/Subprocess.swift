@@ -58,13 +58,17 @@ public final class Subprocess: Sendable {
     ///   - environment: the child's whole environment; nil passes ours on.
     ///   - newProcessGroup: put the child in a process group of its own, so that a Ctrl-C at the
     ///     terminal reaches only us and we stop the child in our own order.
+    ///   - descriptors: more descriptors for the child, ours → its number (e.g. a pipe as its
+    ///     descriptor 3, for `chromium --remote-debugging-pipe`).
     public static func spawn(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        stdin: Stream = .null, stdout: Stream = .inherit, stderr: Stream = .inherit, newProcessGroup: Bool = false
+        stdin: Stream = .null, stdout: Stream = .inherit, stderr: Stream = .inherit, newProcessGroup: Bool = false,
+        descriptors: [(ours: Int32, child: Int32)] = []
     ) throws -> Subprocess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        for (ours, child) in descriptors { posix_spawn_file_actions_adddup2(&actions, ours, child) }
         for (stream, target) in [(stdin, Int32(0)), (stdout, 1), (stderr, 2)] {
             switch stream {
             case .inherit: break

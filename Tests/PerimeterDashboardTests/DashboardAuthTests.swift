@@ -176,6 +176,20 @@ struct DashboardPasswordConfigurationTests {
     }
 
     @Test(
+        "The page's time zone: dashboard.timeZone, else the venue's, else UTC; an unknown zone is refused",
+        arguments: [
+            ([String](), "UTC"), (["venues.test.timeZone=Europe/Paris"], "Europe/Paris"),
+            (["venues.test.timeZone=Europe/Paris", "dashboard.timeZone=America/Chicago"], "America/Chicago"),
+        ])
+    func timeZone(overrides: [String], expected: String) throws {
+        let environment = ["PERIMETER_DASHBOARD_PASSWORD": "p"]
+        #expect(try Self.read(overrides, environment: environment).timeZone == TimeZone(identifier: expected))
+        #expect(throws: ConfigError.self) {
+            try Self.read(["dashboard.timeZone=Mars/Olympus"], environment: environment)
+        }
+    }
+
+    @Test(
         "A password file every user can read is refused; an empty one too",
         arguments: [(0o644, "password\n"), (0o600, "\n")])
     func badFile(mode: Int, content: String) throws {

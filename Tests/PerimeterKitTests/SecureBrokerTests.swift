@@ -323,7 +323,9 @@ struct SecureBrokerTests {
         for client in [operatorClient, consumer, consent] { await client.disconnect() }
     }
 
-    @Test("the dashboard declares only its own session and reads outputs and authorizations, never observations")
+    @Test(
+        "the dashboard declares only its own session, publishes regions (its editor) and reads outputs and authorizations, never observations"
+    )
     func dashboardAccount() async throws {
         let broker = try await ProductionBroker.start()
         let dashboard = try await broker.connect("dashboard")
@@ -335,9 +337,12 @@ struct SecureBrokerTests {
         }
         let ownSession = await publishRefusal(dashboard, "perimeter/v1/museum/sessions/dashboard/live", "{}")
         #expect(ownSession == nil)
+        // The region editor publishes what `perimeter regions put` publishes, and nothing more.
+        #expect(await publishRefusal(dashboard, "perimeter/v1/museum/regions/kiosk", "{}") == nil)
         for topic in [
             "perimeter/v1/museum/sessions/consumer/s1", "perimeter/v1/museum/subjects/visitor-42/authorization",
             "perimeter/v1/museum/enter/gallery-1/visitor-42", "perimeter/v1/museum/obs/dashboard/gps",
+            "perimeter/v1/museum/rules/greet", "perimeter/v1/museum/admin/erase",
         ] {
             let refusal = await publishRefusal(dashboard, topic, "from-dashboard")
             #expect(refusal == notAuthorized, "dashboard publishing on \(topic)")

@@ -44,7 +44,7 @@ struct RegionsListCommand: ParsableCommand {
         var output = LineWriter()
         for (id, payload) in retained {
             let region: Region
-            switch LiveRegions.check(payload, id: id, venue: settings.topics.venue) {
+            switch LiveRegions.check(payload, id: id, venue: settings.topics.venue, receivedAt: Date()) {
             case .success(let decoded): region = decoded
             case .failure(let error):
                 let reason =
@@ -146,7 +146,7 @@ struct RegionsPutCommand: ParsableCommand {
         let settings = try ManagementSettings.read(config: config, overrides: set, venue: venue)
         let data = try InputFiles.read(file)
         let (changes, problems) = LiveRegions.read(
-            data, venue: settings.topics.venue, maxPayloadBytes: settings.maxPayloadBytes, id: id)
+            data, venue: settings.topics.venue, maxPayloadBytes: settings.maxPayloadBytes, id: id, receivedAt: Date())
         if !problems.isEmpty {
             for problem in problems { Output.error("\(file): \(problem)") }
             throw ExitCode(1, "\(file): \(problems.count) problem(s); nothing published")
@@ -158,7 +158,7 @@ struct RegionsPutCommand: ParsableCommand {
             return
         }
         let properties =
-            settings.broker.protocolVersion == .v5 ? MQTTProperties(contentType: "application/geo+json") : .none
+            settings.broker.protocolVersion == .v5 ? MQTTProperties(contentType: LiveRegions.contentType) : .none
         for change in changes {
             let topic = settings.topics.region(change.id)
             try await session.publishRetained(topic, change.payload, properties: properties)
@@ -176,7 +176,7 @@ struct RegionsPutCommand: ParsableCommand {
         var states: [String: [String: String]] = [:]
         for change in changes {
             if let payload = retained[topics.region(change.id)] {
-                current[change.id] = LiveRegions.decode(payload, id: change.id, venue: topics.venue)
+                current[change.id] = LiveRegions.decode(payload, id: change.id, venue: topics.venue, receivedAt: Date())
             }
             let prefix = "\(topics.root)/state/\(Topics.level(change.id))/"
             for (topic, payload) in retained where topic.hasPrefix(prefix) {
@@ -280,7 +280,7 @@ struct RegionsDeleteCommand: ParsableCommand {
             }
             let report = RegionDryRun(
                 venue: topics.venue, states: [id: states],
-                current: [id: LiveRegions.decode(payload, id: id, venue: topics.venue)], rules: [])
+                current: [id: LiveRegions.decode(payload, id: id, venue: topics.venue, receivedAt: Date())], rules: [])
             print("dry run: nothing published")
             for line in report.report(id: id, new: nil, at: Date()) { print(line) }
             await session.close()

@@ -22,7 +22,9 @@ extension UpCommand {
         let password = DashboardAuth.randomToken().prefix(20)
         let configuration = DashboardConfiguration(
             broker: dashboardBroker, prefix: settings.prefix, venue: settings.venue, regionsPath: settings.regionsPath,
-            http: Self.hostPort(address) ?? ("127.0.0.1", 8080), password: String(password), log: settings.log)
+            http: Self.hostPort(address) ?? ("127.0.0.1", 8080),
+            timeZone: TimeZone(identifier: settings.venueFile.timeZone) ?? TimeZone(identifier: "UTC")!,
+            password: String(password), log: settings.log)
         return try DashboardService(configuration: configuration, logger: logger) { address in
             FileHandle.standardError.write(
                 Data(

@@ -68,6 +68,21 @@ public struct MapProjection: Sendable {
         return (originX + m.x * scale, originY - m.y * scale)
     }
 
+    /// The projection as one affine map from (lon, lat) to picture coordinates, fitted through
+    /// the centre and points 0.01° east and north of it: within a venue (a few kilometres) it
+    /// is off by far less than a picture unit. The page's editor uses its inverse to turn a
+    /// click into a place.
+    public var linearized: PlaneTransform {
+        let o = plane.origin
+        let geo = [o, GeoPoint(lon: o.lon + 0.01, lat: o.lat), GeoPoint(lon: o.lon, lat: o.lat + 0.01)]
+        let picture = geo.map { point($0) }
+        return
+            (try? PlaneTransform.fitting(
+                from: geo.map { PlaneTransform.Point($0.lon, $0.lat) },
+                to: picture.map { PlaneTransform.Point($0.x, $0.y) }))
+            ?? .identity
+    }
+
     /// The longest "round" length (1, 2 or 5 × 10ⁿ metres) whose bar is at most `maxPixels` long.
     public func scaleBarMetres(maxPixels: Double) -> Double {
         let limit = maxPixels / scale

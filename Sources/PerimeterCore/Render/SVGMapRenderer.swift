@@ -107,6 +107,20 @@ public struct SVGMapRenderer: Sendable {
         }.joined(separator: " ")
     }
 
+    /// The boxes the region names take on the picture (12-unit text centred on each anchor):
+    /// what other labels must not cover.
+    public func regionLabelBoxes(for map: VenueMap) -> [LabelPlacement.Box] {
+        let projection = projection(for: map)
+        let measure = LabelPlacement(bounds: .init(x: 0, y: 0, width: width, height: height), fontSize: 12)
+        return map.regions.compactMap { region in
+            guard let ring = VenueMap.rings(of: region).first else { return nil }
+            let anchor = labelAnchor(ring, projection)
+            let width = measure.width(of: region.name ?? region.id)
+            // The anchor is the baseline: the ascent is about 0.93 em above it, the descent 0.24 below.
+            return LabelPlacement.Box(x: anchor.x - width / 2, y: anchor.y - 12, width: width, height: 15)
+        }
+    }
+
     /// The centre of a ring's box in the picture (good enough for the convex rooms of a venue).
     func labelAnchor(_ ring: [GeoPoint], _ projection: MapProjection) -> (x: Double, y: Double) {
         let points = ring.map { projection.point($0) }

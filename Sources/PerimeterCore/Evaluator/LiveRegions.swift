@@ -1,22 +1,27 @@
 import Foundation
-import PerimeterCore
 
-/// Regions as the management commands publish them: each a GeoJSON Feature for one retained
-/// `regions/{id}` topic, checked by the evaluator's own decoder before anything is published.
-enum LiveRegions {
+/// Regions as operators publish them (`perimeter regions put`, the dashboard's region editor):
+/// each a GeoJSON Feature for one retained `regions/{id}` topic, checked by the evaluator's own
+/// decoder before anything is published. One code path for both, so they can never disagree
+/// with each other or with the evaluator.
+public enum LiveRegions {
     /// One Feature of an input file, ready to publish.
-    struct Change {
-        var id: String
+    public struct Change: Sendable {
+        public var id: String
         /// The Feature as it goes on the topic (its id filled in when it had none).
-        var payload: [UInt8]
-        var region: Region
+        public var payload: [UInt8]
+        public var region: Region
     }
+
+    /// The content type a region message carries (an MQTT 5 property).
+    public static let contentType = "application/geo+json"
 
     /// The Features of a file (one Feature or a FeatureCollection), each decoded exactly as the
     /// evaluator decodes a `regions/{id}` message; the problems name the feature and what is
     /// wrong. Nothing is valid unless everything is.
-    static func read(
-        _ data: Data, venue: String, maxPayloadBytes: Int, id forcedID: String? = nil
+    /// - Parameter receivedAt: the time the decoder judges the regions at (the caller's clock).
+    public static func read(
+        _ data: Data, venue: String, maxPayloadBytes: Int, id forcedID: String? = nil, receivedAt: Date
     ) -> (changes: [Change], problems: [String]) {
         let document: JSONValue
         do { document = try JSONParser.parse(Array(data)) } catch { return ([], ["not JSON: \(error)"]) }
@@ -70,7 +75,7 @@ enum LiveRegions {
             let payload = Array(JSONValue.object(object).serialized().utf8)
             do {
                 let decoded = try InboundDecoder.decode(
-                    .region(venue: venue, id: id), payload: payload, receivedAt: Date(),
+                    .region(venue: venue, id: id), payload: payload, receivedAt: receivedAt,
                     limits: InboundDecoder.Limits(maxPayloadBytes: maxPayloadBytes))
                 guard case .regionUpsert(let region)? = decoded.inputs.first else {
                     problems.append("\(place): not a region")
@@ -89,15 +94,17 @@ enum LiveRegions {
     }
 
     /// A retained region payload decoded as the evaluator decodes it; nil when it is not one.
-    static func decode(_ payload: [UInt8], id: String, venue: String) -> Region? {
-        try? check(payload, id: id, venue: venue).get()
+    public static func decode(_ payload: [UInt8], id: String, venue: String, receivedAt: Date) -> Region? {
+        try? check(payload, id: id, venue: venue, receivedAt: receivedAt).get()
     }
 
     /// A retained region payload decoded as the evaluator decodes it, or why it refuses it.
-    static func check(_ payload: [UInt8], id: String, venue: String) -> Result<Region, InboundError> {
+    public static func check(
+        _ payload: [UInt8], id: String, venue: String, receivedAt: Date
+    ) -> Result<Region, InboundError> {
         do {
             let decoded = try InboundDecoder.decode(
-                .region(venue: venue, id: id), payload: payload, receivedAt: Date(),
+                .region(venue: venue, id: id), payload: payload, receivedAt: receivedAt,
                 limits: InboundDecoder.Limits(maxPayloadBytes: 16_777_216))
             guard case .regionUpsert(let region)? = decoded.inputs.first else {
                 return .failure(InboundError(code: "region", "not a region"))
