@@ -56,7 +56,8 @@ public struct PrivacyGate: Sendable {
         var prompted: Set<String> = []
         /// Allow-once subjects that have been in use since their grant.
         var usedSinceGrant: Set<String> = []
-        var diagnostics: [String: JSONValue] = [:]
+        /// Per subject, the diagnostics last published (their fingerprint: only change matters).
+        var diagnostics: [String: Fingerprint] = [:]
         var counters: [String: Int] = [:]
         /// The latest time the gate has seen, for "now" questions outside ticks.
         var now: Date = .distantPast
@@ -480,8 +481,9 @@ public struct PrivacyGate: Sendable {
     /// Publishes the diagnostics when they changed.
     private mutating func refreshDiagnostics(_ subject: String, at t: Date) -> [PrivacyOutput] {
         let current = diagnostics(of: subject, at: t)
-        guard state.diagnostics[subject] != current else { return [] }
-        state.diagnostics[subject] = current
+        let fingerprint = Fingerprint(current)
+        guard state.diagnostics[subject] != fingerprint else { return [] }
+        state.diagnostics[subject] = fingerprint
         return [.diagnostics(subject: subject, current)]
     }
 

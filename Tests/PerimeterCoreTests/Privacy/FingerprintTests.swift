@@ -1,0 +1,33 @@
+import Foundation
+import Testing
+
+@testable import PerimeterCore
+
+/// What the privacy gate keeps of published diagnostics: a fingerprint that is the same in every
+/// process (a restart must not republish every subject's diagnostics).
+@Suite("Diagnostics fingerprint")
+struct FingerprintTests {
+    struct Holder: Codable, Equatable { var fingerprint: Fingerprint }
+
+    @Test("the same in every process, and blind to member order")
+    func stable() {
+        // FNV-1a 64 of {"a":1,"b":"x"}, computed independently (Python).
+        #expect(Fingerprint(["b": "x", "a": 1]).value == 0xcfcc_937b_86ef_6c1d)
+        #expect(Fingerprint(["a": 1, "b": "x"]) == Fingerprint(["b": "x", "a": 1]))
+        #expect(Fingerprint(["a": 1, "b": "x"]) != Fingerprint(["a": 1, "b": "y"]))
+    }
+
+    @Test("written as 16 hex digits and read back; a snapshot holding the document is hashed")
+    func codable() throws {
+        let holder = Holder(fingerprint: Fingerprint(["status": "always", "n": 7]))
+        let data = try VenueEvaluator.snapshotEncoder().encode(holder)
+        #expect(String(decoding: data, as: UTF8.self).contains(#""fingerprint":""#))
+        #expect(try VenueEvaluator.snapshotDecoder().decode(Holder.self, from: data) == holder)
+        let small = Holder(fingerprint: Fingerprint(value: 5))
+        let smallData = try VenueEvaluator.snapshotEncoder().encode(small)
+        #expect(String(decoding: smallData, as: UTF8.self) == #"{"fingerprint":"0000000000000005"}"#)
+        #expect(try VenueEvaluator.snapshotDecoder().decode(Holder.self, from: smallData) == small)
+        let older = #"{"fingerprint":"{\"n\":7,\"status\":\"always\"}"}"#
+        #expect(try VenueEvaluator.snapshotDecoder().decode(Holder.self, from: Data(older.utf8)) == holder)
+    }
+}
