@@ -158,6 +158,11 @@ public func sendHTTPGet(
 public func httpGet(port: Int, path: String) throws -> (status: Int, body: String) {
     let fd = try sendHTTPGet(port: port, path: path)
     defer { close(fd) }
+    return readHTTPResponse(fd)
+}
+
+/// Reads an HTTP/1.0 response from `fd` to the end of the stream: the status and the body.
+public func readHTTPResponse(_ fd: Int32) -> (status: Int, body: String) {
     var response: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {

@@ -110,16 +110,8 @@ struct FloorPlanRouteTests {
         ]
         if let cookie { head.append("Cookie: \(cookie)") }
         _ = sendAll(fd, Array((head + ["", ""]).joined(separator: "\r\n").utf8) + body)
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            response += buffer[0..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
-        return (status, text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? "")
+        let response = readHTTPResponse(fd)
+        return (response.status, response.body)
     }
 
     @Test("Upload a PNG for floor 1: kept in dashboard.floorPlans, in the state with its matrix, served back")
