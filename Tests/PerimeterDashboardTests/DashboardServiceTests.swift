@@ -71,10 +71,8 @@ func startDashboard(
         configuration: configuration, logger: Logger(label: "test", handler: log), clock: clock
     ) { address in listening.withLock { $0 = address } }
     let running = Task { try await service.run() }
-    var address: DashboardAddress?
-    for _ in 0..<500 where address == nil {
-        address = listening.withLock { $0 }
-        if address == nil { try await Task.sleep(for: .milliseconds(10)) }
+    let address = try await waitForValue(timeout: .seconds(5), every: .milliseconds(10)) {
+        listening.withLock { $0 }
     }
     let port = address.flatMap { URLComponents(string: $0.url)?.port } ?? 0
     return (running, port, address)

@@ -501,9 +501,9 @@ struct EvaluatorHealthTests {
         // The enter can arrive before the evaluator has counted the bad message and its own
         // acknowledgements: read until every series is there (or 30 s), then say what is missing.
         var metrics = try httpGet(port: port, path: "/metrics")
-        for _ in 0..<300 where !expected.allSatisfy(metrics.body.contains) {
-            try await Task.sleep(for: .milliseconds(100))
+        _ = try await waitForCondition(timeout: .seconds(30), every: .milliseconds(100)) {
             metrics = try httpGet(port: port, path: "/metrics")
+            return expected.allSatisfy(metrics.body.contains)
         }
         #expect(metrics.status == 200)
         for series in expected {
@@ -514,17 +514,17 @@ struct EvaluatorHealthTests {
         #expect(try JSONParser.parse(healthy.body)["status"] == "ok")
         await harness.broker.stop()
         var unhealthy = (status: 0, body: "")
-        for _ in 0..<100 where unhealthy.status != 503 {
-            try await Task.sleep(for: .milliseconds(100))
+        _ = try await waitForCondition(timeout: .seconds(10), every: .milliseconds(100)) {
             unhealthy = try httpGet(port: port, path: "/healthz")
+            return unhealthy.status == 503
         }
         #expect(unhealthy.status == 503)
         #expect(try JSONParser.parse(unhealthy.body)["brokerConnected"] == false)
         try await harness.broker.restart()
         var again = (status: 0, body: "")
-        for _ in 0..<150 where again.status != 200 {
-            try await Task.sleep(for: .milliseconds(100))
+        _ = try await waitForCondition(timeout: .seconds(15), every: .milliseconds(100)) {
             again = try httpGet(port: port, path: "/healthz")
+            return again.status == 200
         }
         #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
         await harness.stop()

@@ -171,9 +171,9 @@ struct TrustBoundaryTests {
                 harness.topics.gps(agent: "walker-\(index)"), Self.fix(Date(), Self.farAway))
         }
         var health = try httpGet(port: port, path: "/healthz")
-        for _ in 0..<300 where !health.body.contains(#""status":"degraded""#) {
-            try await Task.sleep(for: .milliseconds(100))
+        _ = try await waitForCondition(timeout: .seconds(30), every: .milliseconds(100)) {
             health = try httpGet(port: port, path: "/healthz")
+            return health.body.contains(#""status":"degraded""#)
         }
         #expect(health.status == 200)
         #expect(health.body.contains(#""status":"degraded""#), "\(health.body)")

@@ -256,8 +256,8 @@ struct MQTTClientTests {
         for index in 0..<100 {
             try await publisher.publish("t/flood", "\(index)", qos: .atLeastOnce)
         }
-        try await withTimeout(.seconds(5), "all 100 messages counted") {
-            while slow.receivedMessages + slow.droppedMessages < 100 { try await Task.sleep(for: .milliseconds(10)) }
+        try await waitUntil("all 100 messages counted", timeout: .seconds(5), every: .milliseconds(10)) {
+            slow.receivedMessages + slow.droppedMessages >= 100
         }
         #expect(slow.receivedMessages == 10)
         #expect(slow.droppedMessages == 90)

@@ -36,11 +36,12 @@ struct MQTTFailoverTests {
 
     /// Publishes on `topic` until `inbox` has it: the restored subscription is in place.
     func publishUntilReceived(_ publisher: MQTTClient, _ inbox: Inbox, _ topic: String) async throws {
-        try await withTimeout(.seconds(10), "a message on \(topic) through the restored subscription") {
-            while !inbox.messages.contains(where: { $0.topic == topic }) {
-                try await publisher.publish(topic, "probe", qos: .atLeastOnce)
-                try await Task.sleep(for: .milliseconds(100))
-            }
+        try await waitUntil(
+            "a message on \(topic) through the restored subscription", timeout: .seconds(10), every: .milliseconds(100)
+        ) {
+            if inbox.messages.contains(where: { $0.topic == topic }) { return true }
+            try await publisher.publish(topic, "probe", qos: .atLeastOnce)
+            return false
         }
     }
 
