@@ -22,7 +22,9 @@ struct RecordingService: Service {
             try await Task.sleep(for: finishAfter)
             return
         }
-        while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+        // Runs until cancelled: a stream that never yields ends when the task is cancelled.
+        let never = AsyncStream<Never> { _ in }
+        for await _ in never {}
         // Shutting down takes a moment; the next service must wait for it.
         try? await Task.sleep(for: .milliseconds(30))
     }
@@ -72,7 +74,7 @@ struct ServiceGroupTests {
                 services: [RecordingService(name: "a", journal: journal)], logger: .discarding(), handlesSignals: false
             ).run()
         }
-        try await Task.sleep(for: .milliseconds(50))
+        try await waitUntil("service a started") { journal.all.contains("start a") }
         task.cancel()
         #expect(try await task.value == .cancelled)
         #expect(journal.all == ["start a", "stop a"])
