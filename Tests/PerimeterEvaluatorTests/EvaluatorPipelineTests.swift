@@ -41,6 +41,12 @@ struct EvaluatorPipelineTests {
         let marker = "marker-\(UUID().uuidString.prefix(6))"
         try await harness.publish(harness.topics.gps(agent: marker), EvaluatorServiceTests.fix(points[25]))
         try await harness.waitFor("the marker's state") { $0.contains { $0.topic.hasSuffix("/state/bend/\(marker)") } }
+        // Its occupancy is published after its state: the picture is taken once both are out
+        // (under load it was taken between them once, so it could never be equalled again).
+        try await harness.waitFor("bend's occupancy with the marker") {
+            // The last one: the car's own enter said 1 too, before its exit said 0.
+            $0.last { $0.topic.hasSuffix("/occupancy/bend") }?.json?["count"] == 1
+        }
         let before = try await harness.retainedPicture()
         #expect(before.keys.contains { $0.hasSuffix("/state/bend/car") })
         #expect(before.keys.contains { $0.hasSuffix("/occupancy/bend") })
