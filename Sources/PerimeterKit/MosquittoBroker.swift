@@ -169,7 +169,18 @@ public final class MosquittoBroker: Sendable {
     /// Stops the broker with SIGTERM (it saves persistence) and waits for it to exit.
     public func stop() async {
         guard let child = process.withLock({ $0 }) else { return }
-        child.signal(SIGTERM)
+        // mosquitto loses a SIGTERM that arrives after its handler is installed but before its
+        // main loop starts (the loop sets its run flag again): a stop right after a start hung
+        // a test run for good. So it is said again every second, and SIGKILL ends it after 10 s.
+        for _ in 0..<10 {
+            child.signal(SIGTERM)
+            if (try? await waitForCondition(timeout: .seconds(1), every: .milliseconds(5)) { child.poll() != nil })
+                == true
+            {
+                break
+            }
+        }
+        if child.poll() == nil { child.signal(SIGKILL) }
         await child.wait()
         process.withLock { $0 = nil }
     }
