@@ -18,7 +18,9 @@ set -eu
 # prometheus: for its promtool, which MonitoringAssetsTests run on deploy/prometheus/alerts.yml
 # (check rules, and the rules' unit tests in alerts.test.yml); the server it also installs is not
 # used by the tests.
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server prometheus"
+# systemd: for systemd-analyze, which HardenedUnitsTests run on deploy/systemd/*.service (offline:
+# nothing is started).
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server prometheus systemd"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -36,6 +36,8 @@ struct RegionsListCommand: ParsableCommand {
         let session = try await ManagementSession.connect(settings)
         let retained = try await session.retainedCollection("regions")
         await session.close()
+        // One reading of the wall clock for the whole listing (a command's "now" is its input).
+        let now = Date()
         if json {
             let features = retained.compactMap { try? JSONParser.parse($0.payload) }
             print(JSONValue.object(["type": "FeatureCollection", "features": .array(features)]).serialized())
@@ -44,7 +46,7 @@ struct RegionsListCommand: ParsableCommand {
         var output = LineWriter()
         for (id, payload) in retained {
             let region: Region
-            switch LiveRegions.check(payload, id: id, venue: settings.topics.venue, receivedAt: Date()) {
+            switch LiveRegions.check(payload, id: id, venue: settings.topics.venue, receivedAt: now) {
             case .success(let decoded): region = decoded
             case .failure(let error):
                 let reason =
@@ -145,15 +147,16 @@ struct RegionsPutCommand: ParsableCommand {
     func run() async throws {
         let settings = try ManagementSettings.read(config: config, overrides: set, venue: venue)
         let data = try InputFiles.read(file)
+        let now = Date()
         let (changes, problems) = LiveRegions.read(
-            data, venue: settings.topics.venue, maxPayloadBytes: settings.maxPayloadBytes, id: id, receivedAt: Date())
+            data, venue: settings.topics.venue, maxPayloadBytes: settings.maxPayloadBytes, id: id, receivedAt: now)
         if !problems.isEmpty {
             for problem in problems { Output.error("\(file): \(problem)") }
             throw ExitCode(1, "\(file): \(problems.count) problem(s); nothing published")
         }
         let session = try await ManagementSession.connect(settings)
         if dryRun {
-            for line in try await dryRunReport(changes, session: session) { print(line) }
+            for line in try await dryRunReport(changes, session: session, now: now) { print(line) }
             await session.close()
             return
         }
@@ -167,7 +170,9 @@ struct RegionsPutCommand: ParsableCommand {
         await session.close()
     }
 
-    private func dryRunReport(_ changes: [LiveRegions.Change], session: ManagementSession) async throws -> [String] {
+    private func dryRunReport(
+        _ changes: [LiveRegions.Change], session: ManagementSession, now: Date
+    ) async throws -> [String] {
         let topics = session.topics
         let regionTopics = changes.map { topics.region($0.id) }
         let stateFilters = changes.map { "\(topics.root)/state/\(Topics.level($0.id))/+" }
@@ -176,7 +181,7 @@ struct RegionsPutCommand: ParsableCommand {
         var states: [String: [String: String]] = [:]
         for change in changes {
             if let payload = retained[topics.region(change.id)] {
-                current[change.id] = LiveRegions.decode(payload, id: change.id, venue: topics.venue, receivedAt: Date())
+                current[change.id] = LiveRegions.decode(payload, id: change.id, venue: topics.venue, receivedAt: now)
             }
             let prefix = "\(topics.root)/state/\(Topics.level(change.id))/"
             for (topic, payload) in retained where topic.hasPrefix(prefix) {
@@ -221,7 +226,7 @@ struct RegionsPutCommand: ParsableCommand {
             "(rules are matched by transition, region and subject; repeats, cooldown, schedule and quiet hours "
                 + "are judged by the notifier when it happens)")
         let dryRun = RegionDryRun(venue: topics.venue, states: states, current: current, rules: rules)
-        for change in changes { lines += dryRun.report(id: change.id, new: change.region, at: Date()) }
+        for change in changes { lines += dryRun.report(id: change.id, new: change.region, at: now) }
         return lines
     }
 }
@@ -272,6 +277,7 @@ struct RegionsDeleteCommand: ParsableCommand {
                     + "regions file is removed by editing the file)")
         }
         if dryRun {
+            let now = Date()
             var states: [String: String] = [:]
             for (stateTopic, payload) in retained where stateTopic.hasPrefix(statePrefix) {
                 if let state = (try? JSONParser.parse(payload))?["state"]?.stringValue {
@@ -280,9 +286,9 @@ struct RegionsDeleteCommand: ParsableCommand {
             }
             let report = RegionDryRun(
                 venue: topics.venue, states: [id: states],
-                current: [id: LiveRegions.decode(payload, id: id, venue: topics.venue, receivedAt: Date())], rules: [])
+                current: [id: LiveRegions.decode(payload, id: id, venue: topics.venue, receivedAt: now)], rules: [])
             print("dry run: nothing published")
-            for line in report.report(id: id, new: nil, at: Date()) { print(line) }
+            for line in report.report(id: id, new: nil, at: now) { print(line) }
             await session.close()
             return
         }
