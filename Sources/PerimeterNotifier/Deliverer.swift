@@ -69,32 +69,40 @@ final class Deliverer: @unchecked Sendable {
         await withDiscardingTaskGroup { group in
             var inFlight: Set<Int64> = []
             while !Task.isCancelled {
-                for done in takeFinished() {
-                    inFlight.remove(done.row.number)
-                    do {
-                        if let deadletter = try finish(done) { deadletters.append(deadletter) }
-                    } catch {
-                        logger.error("outbox update failed", metadata: ["error": "\(error)"])
-                    }
-                }
                 if clock.now >= nextPrune {
                     prune()
                     nextPrune = clock.now.addingTimeInterval(configuration.retention.pruneInterval)
                 }
                 var timeout: Duration?
+                let done = takeFinished()
                 do {
                     var starting: [(NotifierStore.OutboxRow, NotifierConfiguration.Channel)] = []
-                    for row in try store.due(now: clock.now, excluding: inFlight, limit: capacity - inFlight.count) {
-                        guard let channel = configuration.channels[row.channel] else {
-                            let reason = "channel '\(row.channel)' is no longer configured"
-                            deadletters.append(
-                                try giveUp(row, state: .failed, attempts: row.attempts, reason: reason, now: clock.now))
-                            continue
+                    var begun: [NotifierStore.OutboxRow] = []
+                    // One transaction a turn: the outcomes that came in and the attempts about to
+                    // start (committed before the first byte goes out). A commit per outcome was
+                    // most of the loop's cost with many deliveries in flight.
+                    var turnDeadletters: [(topic: String, record: JSONValue)] = []
+                    try store.database.transaction {
+                        turnDeadletters = []
+                        starting = []
+                        for outcome in done {
+                            if let deadletter = try finish(outcome) { turnDeadletters.append(deadletter) }
                         }
-                        starting.append((row, channel))
+                        let open = done.reduce(into: inFlight) { $0.remove($1.row.number) }
+                        for row in try store.due(now: clock.now, excluding: open, limit: capacity - open.count) {
+                            guard let channel = configuration.channels[row.channel] else {
+                                let reason = "channel '\(row.channel)' is no longer configured"
+                                turnDeadletters.append(
+                                    try giveUp(
+                                        row, state: .failed, attempts: row.attempts, reason: reason, now: clock.now))
+                                continue
+                            }
+                            starting.append((row, channel))
+                        }
+                        begun = try store.begin(starting.map(\.0))
                     }
-                    // Recorded (and committed) before the first byte goes out.
-                    let begun = try store.begin(starting.map(\.0))
+                    for outcome in done { inFlight.remove(outcome.row.number) }
+                    deadletters += turnDeadletters
                     for (row, (_, channel)) in zip(begun, starting) {
                         inFlight.insert(row.number)
                         if let fault = Self.faultKillInDelivery, fault == row.channel { kill(getpid(), SIGKILL) }
@@ -109,7 +117,10 @@ final class Deliverer: @unchecked Sendable {
                         timeout = .seconds(min(Self.longestWait, max(0, next.timeIntervalSince(clock.now))))
                     }
                 } catch {
-                    logger.error("outbox read failed", metadata: ["error": "\(error)"])
+                    // Rolled back: the outcomes are recorded on the next turn (their rows stay in
+                    // flight meanwhile, so nothing starts them again).
+                    finished.withLock { $0.insert(contentsOf: done, at: 0) }
+                    logger.error("outbox update failed", metadata: ["error": "\(error)"])
                     timeout = .seconds(1)
                 }
                 // At most a minute even when idle: rows re-queued by `notifier retry` (another
