@@ -967,7 +967,8 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_live_updates_total", .counter,
             help:
-                "Live positions by venue and result: published, coarsened, rate_limited, refused (per consumer), no_session (per fix).")
+                "Live positions by venue and result: published, coarsened, rate_limited, refused (per consumer), no_session (per fix)."
+        )
         metrics.declare(
             "perimeter_live_stops_total", .counter, help: "Live streams stopped, by venue and reason.")
         metrics.declare(
