@@ -115,7 +115,8 @@ struct SubjectsEraseCommand: ParsableCommand {
             the subject's state, place, preferences, privacy records and held events, deletes
             its membership, journal and outbox rows, takes a fresh snapshot and clears the
             retained topics it knows of. Then this command clears any retained topic left under
-            the venue that names the subject, and checks that none remains.
+            the venue that names the subject in one of its first four levels there (read up to
+            an end-of-retained marker on {prefix}/_sys/operator/…), and checks that none remains.
             """)
 
     @Argument(help: "The subject id.", valueName: "id")
