@@ -37,6 +37,8 @@ public struct DashboardModel: Sendable {
         var states: [String: String] = [:]
         var ranging: [String: JSONValue] = [:]
         var held = 0
+        /// A temporary full-accuracy grant in force (its diagnostics say so).
+        var fullAccuracyGrant = false
         var t: String?
 
         /// No longer followed: every state it has is `unknown` or `unmonitored` (stale, its agent
@@ -64,6 +66,9 @@ public struct DashboardModel: Sendable {
     public let feedLimit: Int
 
     var authorization: [String: (status: String, accuracy: String?)] = [:]
+    /// The session named by a subject's authorization record as holding its temporary
+    /// full-accuracy grant (whether the grant is in force, its diagnostics say).
+    var grantSessions: [String: String] = [:]
     var subjects: [String: Subject] = [:]
     var occupancy: [String: Int] = [:]
     var feed: [FeedItem] = []
@@ -168,6 +173,7 @@ public struct DashboardModel: Sendable {
             let subject = id(1)
             guard visibility(of: subject) != .hidden else { return [] }
             subjects[subject, default: Subject()].held = json?["heldEvents"]?.intValue ?? 0
+            subjects[subject, default: Subject()].fullAccuracyGrant = json?["temporaryFullAccuracy"]?.boolValue == true
             return [.state]
         default: return []
         }
@@ -208,6 +214,7 @@ public struct DashboardModel: Sendable {
         } else {
             authorization[subject] = nil
         }
+        grantSessions[subject] = json?["temporaryFullAccuracy"]?.stringValue
         switch visibility(of: subject) {
         case .hidden:
             subjects[subject] = nil
@@ -346,10 +353,18 @@ public struct DashboardModel: Sendable {
         var list: [JSONValue] = []
         var ranging = JSONObject()
         var held = 0
+        var grants: [JSONValue] = []
         for (id, subject) in subjects.sorted(by: { $0.key < $1.key }) {
             let visibility = visibility(of: id)
             guard visibility != .hidden else { continue }
             held += subject.held
+            if subject.fullAccuracyGrant {
+                // The grant is another consumer's: a reduced subject stays coarse on this page.
+                var grant = JSONObject()
+                grant["id"] = .string(id)
+                grant["session"] = grantSessions[id].map(JSONValue.string) ?? .null
+                grants.append(.object(grant))
+            }
             guard !subject.isGone else { continue }
             var item = JSONObject()
             item["id"] = .string(id)
@@ -387,11 +402,13 @@ public struct DashboardModel: Sendable {
         root["subjects"] = .array(subjectsLabelled)
         root["clusters"] = .array(clusters)
         root["ranging"] = .object(ranging)
+        root["grants"] = .array(grants)
         var counters = JSONObject()
         counters["events"] = .number(Double(events))
         counters["notifications"] = .number(Double(notifications))
         counters["deadletters"] = .number(Double(deadletters))
         counters["held"] = .number(Double(held))
+        counters["grants"] = .number(Double(grants.count))
         root["counters"] = .object(counters)
         var serviceList: [JSONValue] = [["id": "dashboard broker connection", "online": .bool(brokerConnected)]]
         // A phone's agent id is its subject's id unless it says otherwise (topics.md): an agent

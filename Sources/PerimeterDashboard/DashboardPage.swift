@@ -61,7 +61,9 @@ enum DashboardPage {
         <ol id="occupancy-changes" hidden></ol></section>
         <section><h2>Counters</h2><dl id="counters">
         <dt>events</dt><dd id="count-events">0</dd><dt>notifications</dt><dd id="count-notifications">0</dd>
-        <dt>held events</dt><dd id="count-held">0</dd><dt>dead letters</dt><dd id="count-deadletters">0</dd></dl></section>
+        <dt>held events</dt><dd id="count-held">0</dd><dt>dead letters</dt><dd id="count-deadletters">0</dd>
+        <dt>full-accuracy grants</dt><dd id="count-grants">0</dd></dl>
+        <ul id="grants"></ul></section>
         <section><h2>Services</h2><ul id="services"></ul></section>
         <section><h2>Ranging</h2><select id="subject-select"><option value="">(choose a subject)</option></select>
         <ol id="ranging"></ol></section>
@@ -285,6 +287,11 @@ enum DashboardPage {
           services.replaceChildren();
           for (const service of s.services) {
             services.append(text("li", service.id + (service.t ? " since " + day(service.t) : ""), service.online ? "online" : "offline"));
+          }
+          const grants = document.getElementById("grants");
+          grants.replaceChildren();
+          for (const grant of s.grants || []) {
+            grants.append(text("li", grant.id + " has temporary full accuracy" + (grant.session ? " for " + grant.session : "")));
           }
           showFloors(s.floors || []);
           showRanging();

@@ -832,6 +832,8 @@ final class EvaluatorRuntime {
                 }
                 snapshotSoon = true
                 logger.notice("subject erased", metadata: ["venue": .string(venue), "subject": .string(subject)])
+            case .visit(let visit):
+                metrics.add("perimeter_visits_total", labels: ["venue": venue, "kind": visit.kind.rawValue])
             case .event(let event):
                 item.events.append(event)
                 stats.events[event.kind.rawValue, default: 0] += 1
@@ -845,7 +847,20 @@ final class EvaluatorRuntime {
         }
         if let deadletter = applied.deadletter { item.messages.append(deadletter) }
         item.messages += applied.partDeadletters
+        if let venue = applied.venue, venues[venue] != nil { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
         return item
+    }
+
+    /// `perimeter_live_updates_total{venue,result}` and `perimeter_live_stops_total{venue,reason}`
+    /// from what the venue's live streams did for one journal row.
+    private func countLive(_ tally: LiveStreams.Tally, venue: String) {
+        guard !tally.isEmpty else { return }
+        for (result, count) in tally.updates {
+            metrics.add("perimeter_live_updates_total", Double(count), labels: ["venue": venue, "result": result])
+        }
+        for (reason, count) in tally.stops {
+            metrics.add("perimeter_live_stops_total", Double(count), labels: ["venue": venue, "reason": reason])
+        }
     }
 
     /// Hands committed rows to the publisher (it does not wait for their acknowledgements;
@@ -947,6 +962,15 @@ final class EvaluatorRuntime {
             "perimeter_parts_refused_total", .counter,
             help: "Parts of accepted messages refused on their own (one bad advert of a scan), by venue and code.")
         metrics.declare("perimeter_outbox_pending", .gauge, help: "Outbox rows committed but not yet acknowledged.")
+        metrics.declare(
+            "perimeter_visits_total", .counter, help: "Visit arrivals and departures published, by venue and kind.")
+        metrics.declare(
+            "perimeter_live_updates_total", .counter,
+            help:
+                "Live positions by venue and result: published, coarsened, rate_limited, refused (per consumer), no_session (per fix)."
+        )
+        metrics.declare(
+            "perimeter_live_stops_total", .counter, help: "Live streams stopped, by venue and reason.")
         metrics.declare(
             "perimeter_agent_messages_missing_total", .counter,
             help: "Observations missing from agents' numbering (n), by venue: lost between agent and evaluator.")

@@ -123,6 +123,10 @@ struct BrowserTests {
                 "perimeter/v1/test/regions/kiosk",
                 #"{"type":"Feature","properties":{"name":"Kiosk","radius":5},"geometry":{"type":"Point","coordinates":[2.3362,48.8607]}}"#,
                 qos: .atLeastOnce, retain: true)
+            // … and visitor-2's diagnostics say a temporary full-accuracy grant is in force.
+            try await publisher.publish(
+                "perimeter/v1/test/diagnostics/visitor-2", #"{"heldEvents":0,"temporaryFullAccuracy":true}"#,
+                qos: .atLeastOnce, retain: true)
             let dom = try await browser.value
 
             let regions = dom.components(separatedBy: "class=\"region ").count - 1
@@ -139,6 +143,8 @@ struct BrowserTests {
             #expect(
                 dom.contains("gallery-1-beacons: f7826da6-4fa2-4e98-8024-bc5b71e0893e 1/7 — "),
                 "the chosen subject's ranging is listed")
+            #expect(dom.contains("visitor-2 has temporary full accuracy"), "the grant is listed")
+            #expect(dom.contains("id=\"count-grants\">1<"), "and counted")
 
             // A screenshot of the live page, in the same profile: its session cookie is kept.
             let shot = directory.appendingPathComponent("dashboard.png").path

@@ -65,6 +65,32 @@ struct DashboardModelTests {
         #expect(model.events == 0)
     }
 
+    @Test(
+        "A temporary full-accuracy grant in force is listed with its session; the subject stays coarse; a hidden subject's is not"
+    )
+    func fullAccuracyGrants() {
+        var model = Self.model()
+        _ = Self.apply(
+            &model, "subjects/eve/authorization",
+            #"{"status":"always","accuracy":"reduced","temporaryFullAccuracy":"nav/1"}"#)
+        _ = Self.apply(
+            &model, "enter/cafe/eve", DashboardFixtures.enter("eve", "cafe", lat: 48.86044, lon: 2.3362))
+        #expect(
+            Self.apply(&model, "diagnostics/eve", #"{"heldEvents":0,"temporaryFullAccuracy":true}"#) == [.state])
+        _ = Self.apply(&model, "subjects/bob/authorization", #"{"status":"denied","temporaryFullAccuracy":"nav/1"}"#)
+        _ = Self.apply(&model, "diagnostics/bob", #"{"heldEvents":0,"temporaryFullAccuracy":true}"#)
+        var view = model.view(brokerConnected: true)
+        #expect(view["grants"] == [["id": "eve", "session": "nav/1"]])
+        #expect(view["counters"]?["grants"] == 1)
+        #expect(Self.subjects(model).first { $0["id"] == "eve" }?["coarse"] == true, "the grant is nav/1's, not ours")
+        #expect(!view.serialized().contains("bob"))
+        // The grant ends (the session ended): no longer listed.
+        _ = Self.apply(&model, "diagnostics/eve", #"{"heldEvents":0,"temporaryFullAccuracy":false}"#)
+        view = model.view(brokerConnected: true)
+        #expect(view["grants"] == [])
+        #expect(view["counters"]?["grants"] == 0)
+    }
+
     @Test("A subject denied after being shown is forgotten, and its feed lines are taken back")
     func deniedLaterIsForgotten() {
         var model = Self.model()

@@ -355,9 +355,12 @@ struct EvaluatorServiceTests {
         try await harness.waitFor("unmonitored") { messages in
             messages.contains { $0.topic.hasSuffix("/state/kiosk/v1") && $0.json?["state"] == "unmonitored" }
         }
+        // The occupancy goes out after the states it counts: wait for it rather than read it
+        // the moment the state arrived (under two CPU hogs it was still on its way).
+        try await harness.waitFor("occupancy 0") { messages in
+            messages.last { $0.topic == harness.topics.occupancy(region: "kiosk") }?.json?["count"] == 0
+        }
         #expect(harness.messages("exit").filter { $0.topic.hasSuffix("/v1") }.count == 1)
-        let occupancy = harness.messages("occupancy").last { $0.topic.hasSuffix("/kiosk") }?.json
-        #expect(occupancy?["count"] == 0)
         await harness.stop()
     }
 

@@ -29,7 +29,8 @@ struct LocationServicesServiceTests {
     )
     func visitsAndLive() async throws {
         let harness = try await EvaluatorHarness(
-            regions: Venue.collection([]), venue: ["privacy": ["inUseGrace": 1]])
+            regions: Venue.collection([]), venue: ["privacy": ["inUseGrace": 1]],
+            evaluator: ["http": "127.0.0.1:0"])
         defer { Task { await harness.stop() } }
         try await harness.startEvaluator()
         try await harness.publish(harness.topics.authorization(subject: "ann"), ["status": "always"], retain: true)
@@ -63,6 +64,15 @@ struct LocationServicesServiceTests {
         #expect(live.allSatisfy { $0.topic == "perimeter/v1/test/live/guide-app/ann" })
         #expect(live.first?.json?["accuracy"]?.stringValue == "full")
         #expect(live.first?.json?["t"]?.stringValue == Timestamp.format(base))
+        // Half a second after the last one: sooner than minInterval (1 s), not sent.
+        try await harness.publish(
+            harness.topics.gps(agent: "ann"),
+            [
+                "t": .string(Timestamp.format(base.addingTimeInterval(840.5))), "lat": .number(Self.origin.lat),
+                "lon": .number(Self.origin.lon + 0.027), "acc": 5,
+            ])
+        try await harness.settle()
+        #expect(harness.messages.filter { $0.topic.contains("/live/") }.count == 15)
 
         // The session ends: one stopped message, then nothing for the next fix.
         try await harness.publish("perimeter/v1/test/sessions/guide-app/live", text: "", retain: true)
@@ -78,6 +88,45 @@ struct LocationServicesServiceTests {
             ])
         try await harness.settle()
         #expect(harness.messages.filter { $0.topic.contains("/live/") }.count == 16)
+
+        // What /metrics counted of it (docs/operations.md).
+        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let metrics = try httpGet(port: port, path: "/metrics").body
+        for series in [
+            #"perimeter_visits_total{kind="arrival",venue="test"} 1"#,
+            #"perimeter_visits_total{kind="departure",venue="test"} 1"#,
+            #"perimeter_live_updates_total{result="published",venue="test"} 15"#,
+            #"perimeter_live_updates_total{result="rate_limited",venue="test"} 1"#,
+            #"perimeter_live_updates_total{result="no_session",venue="test"} 1"#,
+            #"perimeter_live_stops_total{reason="sessionEnded",venue="test"} 1"#,
+            "# TYPE perimeter_live_updates_total counter",
+        ] {
+            #expect(metrics.contains(series), "missing \(series)")
+        }
+        #expect(!metrics.contains(#"result="coarsened""#), "ann chose full accuracy")
+
+        // perimeter subjects show: cy's visit under way (ten minutes in one place, no departure).
+        try await harness.publish(harness.topics.authorization(subject: "cy"), ["status": "always"], retain: true)
+        for minute in 0...10 {
+            try await harness.publish(
+                harness.topics.gps(agent: "cy"),
+                [
+                    "t": .string(Timestamp.format(base.addingTimeInterval(Double(minute) * 60))),
+                    "lat": .number(Self.origin.lat), "lon": .number(Self.origin.lon), "acc": 5,
+                ])
+        }
+        try await harness.waitFor("cy's arrival") { $0.contains { $0.topic == "perimeter/v1/test/visit/cy" } }
+        let shown = try await runProduct(["subjects", "show", "cy", "--config", harness.configPath, "--timeout", "60"])
+        #expect(shown.status == .exited(0), "\(shown.stderr)")
+        let visit = try JSONParser.parse(shown.stdout)["visit"]
+        #expect(visit?["arrival"]?.stringValue == Timestamp.format(base))
+        #expect(visit?["lat"]?.doubleValue.map { abs($0 - Self.origin.lat) < 1e-9 } == true)
+        #expect(visit?["acc"]?.doubleValue == 5)
+        #expect(visit?["fixes"] == 11)
+        #expect(visit?["published"] == true)
+        let annShown = try await runProduct(["subjects", "show", "ann", "--config", harness.configPath])
+        #expect(try JSONParser.parse(annShown.stdout)["visit"] == .null, "ann left: her visit ended")
     }
 
     @Test("a whenInUse subject: no visits (Core Location gives them only with always), no live positions out of use")

@@ -260,6 +260,13 @@ struct PrivacyServiceTests {
         let enter = harness.transitions.first { $0["subject"] == "eve" && $0["region"] == "cafe" }
         #expect(enter?["fix"]?["acc"] == 3, "not coarsened while the grant lasts")
         #expect(Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == true)
+        // perimeter subjects show names the grant and until when it lasts.
+        let shown = try await runProduct(["subjects", "show", "eve", "--config", harness.configPath, "--timeout", "60"])
+        #expect(shown.status == .exited(0), "\(shown.stderr)")
+        let grant = try JSONParser.parse(shown.stdout)["temporaryFullAccuracy"]
+        #expect(grant?["session"] == "nav/1")
+        #expect(grant?["purpose"] == "Navigation")
+        #expect(grant?["until"] == "sessionEnd")
         try await harness.publish("\(root)/nav/1", text: "", retain: true)
         try await harness.waitFor("the grant ends with the session") { messages in
             messages.contains {
@@ -270,6 +277,8 @@ struct PrivacyServiceTests {
         try await harness.waitFor("reduced again") { _ in
             Self.diagnostics(harness, "eve")?["temporaryFullAccuracy"] == false
         }
+        let ended = try await runProduct(["subjects", "show", "eve", "--config", harness.configPath, "--timeout", "60"])
+        #expect(try JSONParser.parse(ended.stdout)["temporaryFullAccuracy"] == .null, "the grant ended with nav/1")
 
         try await Self.at(harness, "zed", lat: 48.86)  // no authorization record: dropped, but told
         try await harness.waitFor("zed's diagnostics") { _ in

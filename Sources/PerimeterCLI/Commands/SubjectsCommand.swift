@@ -16,6 +16,8 @@ struct SubjectRequest {
     let client: MQTTClient
     let topics: Topics
     let inbox: MessageInbox
+    /// The same connection as a management session: its end-of-retained marker.
+    let session: ManagementSession
 
     static func connect(config: String?, settings: [String], venue: String?) async throws -> SubjectRequest {
         let reader = try ConfigReader.forCommand(config: config, overrides: settings)
@@ -33,7 +35,13 @@ struct SubjectRequest {
             configuration.broker.mqttConfiguration(clientID: "perimeter-subjects-\(getpid())"))
         try await client.connect(timeout: .seconds(10))
         let inbox = MessageInbox(client)
-        return SubjectRequest(client: client, topics: Topics(prefix: configuration.prefix, venue: chosen), inbox: inbox)
+        let topics = Topics(prefix: configuration.prefix, venue: chosen)
+        let settings = ManagementSettings(
+            broker: configuration.broker, topics: topics, channels: nil, rulesPath: nil, regionsPath: nil,
+            maxPayloadBytes: configuration.limits.maxPayloadBytes)
+        return SubjectRequest(
+            client: client, topics: topics, inbox: inbox,
+            session: ManagementSession(client: client, inbox: inbox, settings: settings))
     }
 
     /// Sends `admin/{command}/{subject}` and returns the evaluator's answer.
@@ -46,21 +54,17 @@ struct SubjectRequest {
         throw ExitCode(1, "no answer on \(reply) within \(timeout): is the evaluator running for this venue?")
     }
 
-    /// Every retained topic under the venue that names the subject as a level.
-    func retainedTopics(of subject: String, listening: Duration = .milliseconds(800)) async throws -> [String] {
+    /// Every retained topic under the venue that names the subject as one of its first four
+    /// levels there, whatever follows (`place/{s}`, `state/{r}/{s}`, `subjects/{s}/usage`, a
+    /// `notes/{s}/badge` of someone else's), read up to this command's own end-of-retained
+    /// marker: complete, not whatever arrived within a fixed wait (issue 19: a retained
+    /// `{kind}/{s}/{more}` survived an erasure reported as done).
+    func retainedTopics(of subject: String) async throws -> [String] {
         let level = Topics.level(subject)
-        let filters = [
-            "\(topics.root)/+/\(level)", "\(topics.root)/+/+/\(level)", "\(topics.root)/subjects/\(level)/+",
-        ]
-        let before = inbox.all.count
-        for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }
-        try await Task.sleep(for: listening)
-        for filter in filters { try await client.unsubscribe(filter) }
-        var latest: [String: Bool] = [:]
-        for message in inbox.all.dropFirst(before) where message.retain {
-            latest[message.topic] = !message.payload.isEmpty
+        let filters = (0..<4).map { depth in
+            ([topics.root] + Array(repeating: "+", count: depth) + [level, "#"]).joined(separator: "/")
         }
-        return latest.filter(\.value).map(\.key).sorted()
+        return try await session.retained(filters).keys.sorted()
     }
 }
 
@@ -68,8 +72,15 @@ struct SubjectRequest {
 struct SubjectsShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show",
-        abstract: "Print a subject's authorization, usage, sessions, states, place, held events and diagnostics.",
-        discussion: "Asks the running evaluator (admin/show/{subject}) with its own configuration file.")
+        abstract:
+            "Print a subject's authorization, usage, sessions, states, place, held events, diagnostics, open visit and full-accuracy grant.",
+        discussion: """
+            Asks the running evaluator (admin/show/{subject}) with its own configuration file.
+            `visit` is the visit under way (arrival, centre lat/lon, acc in metres, fixes, and
+            whether its events may be published now), null when there is none;
+            `temporaryFullAccuracy` is the grant in force (session, purpose, until: "sessionEnd"
+            — it ends with the session it was granted to), null when there is none.
+            """)
 
     @Argument(help: "The subject id.", valueName: "id")
     var subject: String
@@ -104,7 +115,8 @@ struct SubjectsEraseCommand: ParsableCommand {
             the subject's state, place, preferences, privacy records and held events, deletes
             its membership, journal and outbox rows, takes a fresh snapshot and clears the
             retained topics it knows of. Then this command clears any retained topic left under
-            the venue that names the subject, and checks that none remains.
+            the venue that names the subject in one of its first four levels there (read up to
+            an end-of-retained marker on {prefix}/_sys/operator/…), and checks that none remains.
             """)
 
     @Argument(help: "The subject id.", valueName: "id")

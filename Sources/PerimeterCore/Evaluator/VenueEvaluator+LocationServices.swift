@@ -86,6 +86,9 @@ extension VenueEvaluator {
         privacy.status(of: subject) == .always && privacy.allows(subject, at: t)
     }
 
+    /// What the live streams did since the last call (the service's metrics); starts a new tally.
+    public mutating func takeLiveTally() -> LiveStreams.Tally { locationServices.live.takeTally() }
+
     /// The visit under way for a subject, if any (whether or not it may be published).
     public func currentVisit(of subject: String) -> VisitEvent? { locationServices.visits.currentVisit(of: subject) }
 }

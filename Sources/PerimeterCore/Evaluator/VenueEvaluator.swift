@@ -425,8 +425,32 @@ public struct VenueEvaluator: Sendable {
             } ?? .null,
             "held": .array(privacy.heldEvents(of: subject).map(\.payload)),
             "diagnostics": privacy.diagnostics(of: subject, at: t),
+            "visit": shownVisit(of: subject, at: t), "temporaryFullAccuracy": shownGrant(of: subject),
         ]
         return .shown(subject: subject, document)
+    }
+
+    /// The visit under way, as `subjects show` prints it: its arrival, centre and accuracy so
+    /// far, and whether its arrival may be published now (``visitAllowed(_:at:)``); null when
+    /// the subject is not in a visit.
+    private func shownVisit(of subject: String, at t: Date) -> JSONValue {
+        guard let visit = currentVisit(of: subject) else { return .null }
+        return [
+            "arrival": .string(Timestamp.format(visit.arrival)), "lat": .number(visit.centre.lat),
+            "lon": .number(visit.centre.lon), "acc": .number((visit.accuracy * 10).rounded() / 10),
+            "fixes": .number(Double(visit.fixes)), "published": .bool(visitAllowed(subject, at: t)),
+        ]
+    }
+
+    /// The temporary full-accuracy grant in force: the session it was granted to, its purpose,
+    /// and until when — the grant has no clock of its own; it ends with that session.
+    private func shownGrant(of subject: String) -> JSONValue {
+        guard let grant = privacy.temporaryFullAccuracyGrant(of: subject) else { return .null }
+        return [
+            "session": .string(grant.session), "purpose": .string(grant.purpose),
+            // Not a time: it lasts while the session exists, covers the subject and asks for it.
+            "until": "sessionEnd",
+        ]
     }
 
     /// The drop of an observation the privacy gate refuses (counted; nothing is kept).

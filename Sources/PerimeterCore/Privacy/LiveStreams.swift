@@ -30,6 +30,34 @@ public struct LiveStreams: Sendable {
     public let parameters: LiveParameters
     private var state = State()
 
+    /// What became of the fixes offered and the streams stopped since the last
+    /// ``takeTally()``: the service's metrics (`perimeter_live_updates_total`,
+    /// `perimeter_live_stops_total`). Not snapshotted: counters restart with the process.
+    public struct Tally: Sendable, Hashable {
+        /// By result, one per consumer a fix was for: `published` (full accuracy), `coarsened`
+        /// (reduced accuracy, snapped), `rate_limited` (sooner than `minInterval` after the last
+        /// one sent), `refused` (the gate would not let it out to that consumer); and
+        /// `no_session`, once per fix that no consumer's live session covers.
+        public var updates: [String: Int] = [:]
+        /// Streams stopped, by reason (`sessionEnded`, `insufficientlyInUse`, the gate's refusals).
+        public var stops: [String: Int] = [:]
+
+        public var isEmpty: Bool { updates.isEmpty && stops.isEmpty }
+
+        public init(updates: [String: Int] = [:], stops: [String: Int] = [:]) {
+            self.updates = updates
+            self.stops = stops
+        }
+    }
+
+    private var tally = Tally()
+
+    /// The tally since the last call, which starts a new one.
+    public mutating func takeTally() -> Tally {
+        defer { tally = Tally() }
+        return tally
+    }
+
     /// A consumer's live session.
     struct Session: Sendable, Codable, Hashable {
         var consumer: String
@@ -86,16 +114,21 @@ public struct LiveStreams: Sendable {
         _ fix: Fix, reduced: Bool, refusal: (ServiceSession.Level) -> String?
     ) -> [LiveUpdate] {
         var updates: [LiveUpdate] = []
-        for consumer in consumers(covering: fix.subject) {
+        let consumers = consumers(covering: fix.subject)
+        if consumers.isEmpty { tally.updates["no_session", default: 0] += 1 }
+        for consumer in consumers {
             guard let level = level(consumer: consumer, subject: fix.subject) else { continue }
             if let reason = refusal(level) {
+                tally.updates["refused", default: 0] += 1
                 updates += stop(consumer: consumer, subject: fix.subject, reason: reason, at: fix.t)
                 continue
             }
             if let last = state.open[consumer]?[fix.subject], fix.t.timeIntervalSince(last) < parameters.minInterval {
+                tally.updates["rate_limited", default: 0] += 1
                 continue
             }
             state.open[consumer, default: [:]][fix.subject] = fix.t
+            tally.updates[reduced ? "coarsened" : "published", default: 0] += 1
             updates.append(.position(consumer: consumer, fix, reduced: reduced))
         }
         return updates
@@ -130,6 +163,7 @@ public struct LiveStreams: Sendable {
     private mutating func stop(consumer: String, subject: String, reason: String, at t: Date) -> [LiveUpdate] {
         guard state.open[consumer]?.removeValue(forKey: subject) != nil else { return [] }
         if state.open[consumer]?.isEmpty == true { state.open[consumer] = nil }
+        tally.stops[reason, default: 0] += 1
         return [.stopped(consumer: consumer, subject: subject, reason: reason, t: t)]
     }
 }

@@ -120,10 +120,17 @@ public struct PrivacyGate: Sendable {
     /// Whether a temporary full-accuracy grant is in force: the session it names exists, covers
     /// the subject and still declares a `fullAccuracyPurpose`.
     public func hasTemporaryFullAccuracy(_ subject: String) -> Bool {
+        temporaryFullAccuracyGrant(of: subject) != nil
+    }
+
+    /// The temporary full-accuracy grant in force for `subject`, if any: the session it was
+    /// granted to (`{consumer}/{session}`) and that session's purpose. It lasts as long as the
+    /// session exists, covers the subject and declares the purpose; it has no time of its own.
+    public func temporaryFullAccuracyGrant(of subject: String) -> (session: String, purpose: String)? {
         guard let record = state.records[subject], record.reducedAccuracy, let key = record.temporaryFullAccuracy,
-            let session = state.sessions[key]
-        else { return false }
-        return session.covers(subject) && session.fullAccuracyPurpose != nil
+            let session = state.sessions[key], session.covers(subject), let purpose = session.fullAccuracyPurpose
+        else { return nil }
+        return (key, purpose)
     }
 
     /// Whether observations of `subject` may be used; nil when yes, else the reason it is dropped.

@@ -329,6 +329,44 @@ struct VenueEvaluatorTests {
         #expect(venue.place(of: "phone")?.place == "lobby")
     }
 
+    /// (what the scanner does after its first scan, ranging reports in the next eight ticks a second apart)
+    static let rangingEndCases: [(String, Int)] = [
+        ("scans on every second", 8), ("falls silent", 4), ("goes offline", 0),
+    ]
+
+    @Test(
+        "ranging after the first scan: every second while scanning, for five intervals once silent, none once offline (issue 19)",
+        arguments: rangingEndCases)
+    func rangingEnds(_ behaviour: String, _ reports: Int) {
+        var venue = Self.evaluator()
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        func scan(_ t: Double) -> Inbound {
+            .beacons(
+                BeaconReport(
+                    agent: "phone", t: at(t),
+                    sightings: [
+                        BeaconSighting(identity: .iBeacon(uuid: uuid, major: 1, minor: 7), rssi: -60, tx1m: -59)
+                    ]
+                ))
+        }
+        _ = Self.run(&venue, scan(0), agent: "phone")
+        #expect(describe(venue.tick(now: at(0.5))).first == "ranging lobby phone 1")
+        if behaviour == "goes offline" {
+            #expect(
+                Self.run(&venue, .agentStatus(AgentStatus(agent: "phone", online: false)), agent: "phone", time: 1)
+                    == ["state lobby phone unknown agentOffline", "occupancy lobby 0"])
+        }
+        var ranged = 0
+        for second in 1...8 {
+            let t = Double(second) + 0.5
+            if behaviour == "scans on every second" {
+                _ = Self.run(&venue, scan(t - 0.4), agent: "phone", time: t - 0.4)
+            }
+            ranged += describe(venue.tick(now: at(t))).filter { $0.hasPrefix("ranging lobby phone") }.count
+        }
+        #expect(ranged == reports)
+    }
+
     @Test("regions: a removed region is unmonitored with occupancy 0; a reload adds, changes and removes")
     func regions() {
         var venue = Self.evaluator([hall])

@@ -26,7 +26,10 @@ private func always(_ accuracy: String = "full") -> JSONValue { ["status": "alwa
 
 /// Runs the steps through an evaluator (no regions, privacy defaults) on a manual clock; the
 /// live outputs as `guide ann @t full|reduced` and `guide ann stopped reason @t`.
-private func run(_ steps: [LiveStep], minInterval: Double = 1) -> [String] {
+/// `tallied` gets what the streams counted for the service's metrics (``LiveStreams/Tally``).
+private func run(
+    _ steps: [LiveStep], minInterval: Double = 1, tallied: ((LiveStreams.Tally) -> Void)? = nil
+) -> [String] {
     let clock = ManualClock(start)
     var settings = VenueSettings(id: "museum")
     settings.locationServices.live.minInterval = minInterval
@@ -59,6 +62,7 @@ private func run(_ steps: [LiveStep], minInterval: Double = 1) -> [String] {
             outputs += evaluator.erase("ann", at: clock.now)
         }
     }
+    tallied?(evaluator.takeLiveTally())
     func s(_ date: Date) -> String { "@\(Int(date.timeIntervalSince(start)))" }
     return outputs.compactMap { output in
         guard case .live(let update) = output else { return nil }
@@ -169,6 +173,53 @@ struct LiveStreamTests {
         ] as [(String, [LiveStep], [String])])
     func scenarios(_ name: String, steps: [LiveStep], expected: [String]) {
         #expect(run(steps) == expected, "\(name)")
+    }
+
+    struct TallyCase: CustomStringConvertible, Sendable {
+        var description: String
+        var steps: [LiveStep]
+        var updates: [String: Int]
+        var stops: [String: Int] = [:]
+    }
+
+    static let tallies: [TallyCase] = [
+        TallyCase(
+            description: "no live session: no_session once per fix",
+            steps: [.authorization(at: 0, always()), .fix(at: 1), .fix(at: 2)], updates: ["no_session": 2]),
+        TallyCase(
+            description: "full accuracy: published; one sooner than minInterval: rate_limited",
+            steps: [
+                .authorization(at: 0, always()), .session(at: 0, "guide", live()), .fix(at: 1), .fix(at: 1.5),
+                .fix(at: 2),
+            ], updates: ["published": 2, "rate_limited": 1]),
+        TallyCase(
+            description: "reduced accuracy: coarsened",
+            steps: [.authorization(at: 0, always("reduced")), .session(at: 0, "guide", live()), .fix(at: 1)],
+            updates: ["coarsened": 1]),
+        TallyCase(
+            description: "one per consumer",
+            steps: [
+                .authorization(at: 0, always()), .session(at: 0, "guide", live()), .session(at: 0, "shop", live()),
+                .fix(at: 1),
+            ], updates: ["published": 2]),
+        TallyCase(
+            description: "whenInUse, not in use: refused, and no stream was open to stop",
+            steps: [.authorization(at: 0, ["status": "whenInUse"]), .session(at: 0, "guide", live()), .fix(at: 1)],
+            updates: ["refused": 1]),
+        TallyCase(
+            description: "the session ends: one stop, sessionEnded",
+            steps: [
+                .authorization(at: 0, always()), .session(at: 0, "guide", live()), .fix(at: 1),
+                .session(at: 2, "guide", nil), .fix(at: 3),
+            ], updates: ["published": 1, "no_session": 1], stops: ["sessionEnded": 1]),
+    ]
+
+    @Test("the tally behind perimeter_live_updates_total and perimeter_live_stops_total", arguments: tallies)
+    func tally(_ row: TallyCase) {
+        var tally = LiveStreams.Tally()
+        _ = run(row.steps) { tally = $0 }
+        #expect(tally.updates == row.updates)
+        #expect(tally.stops == row.stops)
     }
 
     @Test("minInterval is a setting: 5 s")
