@@ -28,7 +28,10 @@ extension VenueEvaluator {
             let visits = locationServices.visits.process(coarse)
             var outputs = visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit)
             let gate = privacy
-            let updates = locationServices.live.offer(coarse, reduced: privacy.isReduced(fix.subject)) { level in
+            let updates = locationServices.live.offer(
+                fix, snapped: privacy.choseReducedAccuracy(fix.subject) ? privacy.snap(fix) : nil,
+                grant: privacy.temporaryFullAccuracyGrant(of: fix.subject).map(\.session)
+            ) { level in
                 Self.liveRefusal(gate, fix.subject, level: level, at: fix.t)
             }
             outputs += updates.map(EvaluatorOutput.live)

@@ -108,10 +108,15 @@ public struct LiveStreams: Sendable {
         Set(state.sessions.values.filter { $0.covers(subject) }.map(\.consumer)).sorted()
     }
 
-    /// One fix (already coarsened when `reduced`). `refusal` answers, for a consumer's level,
-    /// why the gate would not let the fix out now (nil: it would).
+    /// One fix, as the subject's accuracy lets it out. `snapped` is the reduced-accuracy form
+    /// (nil when the subject chose full accuracy): each consumer gets that, except the consumer
+    /// whose session holds a temporary full-accuracy grant in force (`grant`, the
+    /// `consumer/session` of the subject's record), which gets `fix` — the grant is that
+    /// consumer's, as `requestTemporaryFullAccuracy` is one app's, and the stream is per
+    /// consumer. `refusal` answers, for a consumer's level, why the gate would not let the fix
+    /// out now (nil: it would).
     public mutating func offer(
-        _ fix: Fix, reduced: Bool, refusal: (ServiceSession.Level) -> String?
+        _ fix: Fix, snapped: Fix? = nil, grant: String? = nil, refusal: (ServiceSession.Level) -> String?
     ) -> [LiveUpdate] {
         var updates: [LiveUpdate] = []
         let consumers = consumers(covering: fix.subject)
@@ -128,8 +133,9 @@ public struct LiveStreams: Sendable {
                 continue
             }
             state.open[consumer, default: [:]][fix.subject] = fix.t
+            let reduced = snapped != nil && !(grant?.hasPrefix(consumer + "/") ?? false)
             tally.updates[reduced ? "coarsened" : "published", default: 0] += 1
-            updates.append(.position(consumer: consumer, fix, reduced: reduced))
+            updates.append(.position(consumer: consumer, reduced ? snapped ?? fix : fix, reduced: reduced))
         }
         return updates
     }

@@ -178,7 +178,17 @@ public struct PrivacyGate: Sendable {
     /// A fix as the subject allows it to be used: snapped to the reduced-accuracy grid (cell
     /// centres), its accuracy raised to the grid size.
     public func coarsen(_ fix: Fix) -> Fix {
-        guard isReduced(fix.subject) else { return fix }
+        isReduced(fix.subject) ? snap(fix) : fix
+    }
+
+    /// Whether the subject's record says `reduced`, whatever temporary grant is in force.
+    public func choseReducedAccuracy(_ subject: String) -> Bool {
+        state.records[subject]?.reducedAccuracy == true
+    }
+
+    /// The fix as reduced accuracy lets it out: the centre of its `reducedAccuracyMeters` grid
+    /// cell, its accuracy raised to the cell's size.
+    public func snap(_ fix: Fix) -> Fix {
         let meters = settings.reducedAccuracyMeters
         let metresPerDegree = 111_320.0
         let latStep = meters / metresPerDegree

@@ -138,6 +138,31 @@ struct LiveStreamTests {
                 ["guide ann @1 reduced"]
             ),
             (
+                "a temporary full-accuracy grant is the granted consumer's: full for it, reduced for the others",
+                [
+                    .session(
+                        at: 0, "guide",
+                        ["subjects": "*", "level": "always", "live": true, "fullAccuracyPurpose": "tour"]),
+                    .session(at: 0, "shop", live()),
+                    .authorization(
+                        at: 0, ["status": "always", "accuracy": "reduced", "temporaryFullAccuracy": "guide/s"]),
+                    .fix(at: 1),
+                ],
+                ["guide ann @1 full", "shop ann @1 reduced"]
+            ),
+            (
+                "the grant ends with its session: the stream goes back to reduced",
+                [
+                    .session(
+                        at: 0, "guide",
+                        ["subjects": "*", "level": "always", "live": true, "fullAccuracyPurpose": "tour"]),
+                    .authorization(
+                        at: 0, ["status": "always", "accuracy": "reduced", "temporaryFullAccuracy": "guide/s"]),
+                    .fix(at: 1), .session(at: 2, "guide", live()), .fix(at: 3),
+                ],
+                ["guide ann @1 full", "guide ann @3 reduced"]
+            ),
+            (
                 "whenInUse: while in use, stopped when the 10 s grace after leaving runs out",
                 [
                     .authorization(at: 0, ["status": "whenInUse"]), .session(at: 0, "guide", live()),
@@ -258,7 +283,7 @@ struct LiveStreamTests {
     func snapshot() throws {
         var streams = LiveStreams()
         streams.apply(session: ServiceSession(level: .always), live: true, consumer: "guide", key: "s")
-        _ = streams.offer(Fix(subject: "ann", t: start, position: where_), reduced: false) { _ in nil }
+        _ = streams.offer(Fix(subject: "ann", t: start, position: where_)) { _ in nil }
         let data = try JSONEncoder().encode(streams.snapshot)
         var restored = LiveStreams(
             parameters: LiveParameters(), restoring: try JSONDecoder().decode(LiveStreams.State.self, from: data))
