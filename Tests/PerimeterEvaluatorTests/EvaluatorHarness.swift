@@ -136,6 +136,12 @@ final class EvaluatorHarness: Sendable {
             ?? logs.records.map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "\n")
     }
 
+    /// The port of the evaluator's /metrics and /healthz, from its "metrics and health" log line.
+    func metricsPort() throws -> Int {
+        let line = evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
+        return try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+    }
+
     /// Waits until the evaluator process has exited (e.g. killed by its own fault injection).
     func waitForEvaluatorExit(timeout: Duration = .seconds(60)) async throws -> Bool {
         try await waitForCondition(timeout: timeout) { !self.isEvaluatorRunning }

@@ -486,8 +486,7 @@ struct EvaluatorHealthTests {
             regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]),
             evaluator: ["http": "127.0.0.1:0"])
         try await harness.startEvaluator()
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         try await harness.publish(
             harness.topics.gps(agent: "v1"),
             ["t": .number(Date().timeIntervalSince1970), "lat": 48.86, "lon": 2.336, "acc": 3])
@@ -562,8 +561,7 @@ struct PartialRegionsFileTests {
         #expect(letter["file"]?.stringValue?.hasSuffix("regions.geojson") == true)
         #expect(harness.evaluatorOutput.contains("invalid feature left out"))
 
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         let health = try httpGet(port: port, path: "/healthz")
         #expect(health.status == 200)
         let body = try JSONParser.parse(health.body)

@@ -90,8 +90,7 @@ struct LocationServicesServiceTests {
         #expect(harness.messages.filter { $0.topic.contains("/live/") }.count == 16)
 
         // What /metrics counted of it (docs/operations.md).
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         let metrics = try httpGet(port: port, path: "/metrics").body
         for series in [
             #"perimeter_visits_total{kind="arrival",venue="test"} 1"#,

@@ -153,8 +153,7 @@ struct TrustBoundaryTests {
             regions: Venue.collection([Self.hall]), evaluator: ["http": "127.0.0.1:0"],
             brokerConfiguration: ["max_queued_messages 5", "sys_interval 1"])
         try await harness.startEvaluator()
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         #expect(try httpGet(port: port, path: "/healthz").body.contains(#""status":"ok""#))
         // No wait for the counter: whether the evaluator reads it retained at start (the broker is
         // young) or only when the drops below change it (Mosquitto lets it expire 60 s after a
@@ -188,8 +187,7 @@ struct TrustBoundaryTests {
         let harness = try await EvaluatorHarness(
             regions: Venue.collection([Self.hall]), evaluator: ["http": "127.0.0.1:0"])
         try await harness.startEvaluator()
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         func send(_ agent: String, _ n: Int) async throws {
             guard case .object(var fix) = Self.fix(Date(), Self.farAway) else { return }
             fix["n"] = .number(Double(n))
@@ -276,8 +274,7 @@ struct TrustBoundaryTests {
             // Stock: Mosquitto's defaults (the issue's setting, where half the burst was lost).
             brokerConfiguration: shippedLimits ? [] : ["max_queued_messages 1000", "max_queued_bytes 0"])
         try await harness.startEvaluator()
-        let line = harness.evaluatorOutput.split(separator: "\n").first { $0.contains("metrics and health") } ?? ""
-        let port = try #require(line.split(separator: ":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+        let port = try harness.metricsPort()
         let (agents, each) = (50, 100)
         try await Self.burst(harness, port: port, agents: agents, each: each)
         let total = Double(agents * (each + 1))
