@@ -83,7 +83,12 @@ let package = Package(
             name: "PerimeterTestSupport",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit", "perimeter-testpeer", "perimeter"]),
         // A process the tests start and kill (e.g. in the middle of a SQLite transaction).
-        .executableTarget(name: "perimeter-testpeer", dependencies: ["PerimeterStore", "PerimeterMQTT"]),
+        .executableTarget(
+            name: "perimeter-testpeer",
+            dependencies: [
+                "PerimeterStore", "PerimeterMQTT", "PerimeterCore", "PerimeterKit", "PerimeterNATS",
+                "PerimeterEvaluator",
+            ]),
 
         .testTarget(
             name: "PerimeterCoreTests",
