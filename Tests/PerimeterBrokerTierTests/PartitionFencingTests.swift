@@ -16,8 +16,8 @@ import Testing
 /// resumed with SIGCONT. What is asserted, on the consumer's stream in arrival order with
 /// `FencingWatch` (drop a token below the highest seen for the partition): every message the
 /// resumed owner sent with its old token after the new owner's first message is dropped; an
-/// owner that checks its lease before each publish sends none at all (and nothing after it
-/// finds the lease lost); one that does not (`--unchecked`) gets some to the consumer; the
+/// owner that checks its lease before each publish sends at most the one message it had
+/// checked before the pause (none in the runs seen) and nothing after it finds the lease lost; one that does not (`--unchecked`) gets some to the consumer; the
 /// new owner's token is higher than the old one's, and the old owner's token when it gets the
 /// partition back is higher still.
 @Suite("Broker tier: fencing a paused partition owner")
@@ -131,8 +131,11 @@ struct PartitionFencingTests {
                 // Its stale messages were sent and arrived; the rule dropped them above.
                 #expect(staleArrived > 0)
             } else {
-                // Not even sent: the check before each publish stopped it at its deadline.
-                #expect(staleArrived == 0)
+                // Not even sent, but for one: the check before each publish stops it at its
+                // deadline, except for a message checked just before the SIGSTOP and sent after
+                // the SIGCONT (the window between check and send; the rule drops it). After it
+                // found the lease lost it sent nothing with the old token.
+                #expect(staleArrived <= 1)
                 #expect(!all.contains { $0.instance == "a" && $0.token == oldTokenA && $0.seq > seqAtLoss })
             }
             print(
