@@ -81,6 +81,10 @@ public final class PartitionLeaseKeeper: Sendable {
         return policy.mayPublish(holding.lease, now: monotonic()) ? holding.token : nil
     }
 
+    /// The partitions this process holds (whether or not it may publish for them at this
+    /// moment: a renewal may be late), with their tokens.
+    public var held: [Int: UInt64] { holdings.withLock { $0 }.mapValues(\.token) }
+
     /// The partitions this process may publish for now, with their tokens.
     public var publishable: [Int: UInt64] {
         let now = monotonic()

@@ -11,7 +11,8 @@ import Testing
 ///
 /// Two real processes (`perimeter-testpeer lease-holder`: `PartitionLeaseKeeper` plus a QoS 1
 /// publisher that asks the keeper for its token right before every publish) share two
-/// partitions of a venue on the three-node cluster, TTL 3 s. The owner of partition 0 is
+/// partitions of a venue on the three-node cluster, TTL 6 s (3 s was seen too short for
+/// renewals while the whole suite runs). The owner of partition 0 is
 /// stopped with SIGSTOP; the other takes partition 0 over once the lease expires; the first is
 /// resumed with SIGCONT. What is asserted, on the consumer's stream in arrival order with
 /// `FencingWatch` (drop a token below the highest seen for the partition): every message the
@@ -67,7 +68,7 @@ struct PartitionFencingTests {
                     [
                         "lease-holder", "--nats", cluster.clientURLs.joined(separator: ","), "--mqtt-port",
                         "\(cluster.nodes[node].mqttPort)", "--instance", instance, "--partitions", "2", "--ttl-ms",
-                        "3000", "--margin-ms", "500",
+                        "6000", "--margin-ms", "1000",
                     ] + (unchecked && instance == "a" ? ["--unchecked"] : []))
                 cleanup.add {
                     child.subprocess.signal(SIGCONT)
@@ -88,7 +89,7 @@ struct PartitionFencingTests {
 
             a.subprocess.signal(SIGSTOP)
             let stoppedAt = ContinuousClock.now
-            try await b.waitForLine(containing: "acquired 0", timeout: .seconds(30))
+            try await b.waitForLine(containing: "acquired 0", timeout: .seconds(60))
             let movedAfter = ContinuousClock.now - stoppedAt
             try await inbox.waitFor("b's messages on partition 0") { messages in
                 Self.sent(messages).contains { $0.instance == "b" && $0.partition == 0 }
@@ -139,7 +140,7 @@ struct PartitionFencingTests {
                 #expect(!all.contains { $0.instance == "a" && $0.token == oldTokenA && $0.seq > seqAtLoss })
             }
             print(
-                "fencing (\(unchecked ? "unchecked owner" : "checked owner")): partition 0 moved \(movedAfter) after SIGSTOP (TTL 3 s); tokens a \(oldTokenA) → b \(tokenB) → a \(newTokenA); "
+                "fencing (\(unchecked ? "unchecked owner" : "checked owner")): partition 0 moved \(movedAfter) after SIGSTOP (TTL 6 s); tokens a \(oldTokenA) → b \(tokenB) → a \(newTokenA); "
                     + "\(staleArrived) old-token messages of the resumed owner arrived after b's first, all dropped")
         }
     }

@@ -24,9 +24,11 @@ struct PartitionLeaseTests {
         try await Cleanup.around { cleanup in
             let cluster = try await NATSCluster.start()
             cleanup.add { await cluster.stop() }
-            let ttl = Duration.seconds(3)
-            let connectionA = try NATSConnection(servers: cluster.clientURLs, timeout: .seconds(5))
-            let connectionB = try NATSConnection(servers: Array(cluster.clientURLs.reversed()), timeout: .seconds(5))
+            // 6 s: with 3 s, renewals on a machine running the whole suite (several three-node
+            // clusters on two cores) were seen to take longer than the TTL.
+            let ttl = Duration.seconds(6)
+            let connectionA = try NATSConnection(servers: cluster.clientURLs, timeout: .seconds(2))
+            let connectionB = try NATSConnection(servers: Array(cluster.clientURLs.reversed()), timeout: .seconds(2))
             cleanup.add {
                 connectionA.close()
                 connectionB.close()
@@ -53,7 +55,7 @@ struct PartitionLeaseTests {
             #expect(try storeB.get("cas.k")?.value == Array("a2".utf8))
 
             // A's clock can be stopped (a SIGSTOP as far as A's deadlines go); B's is the system's.
-            let policy = PartitionLease(ttl: ttl, margin: .milliseconds(500))
+            let policy = PartitionLease(ttl: ttl, margin: .seconds(1))
             let partitions = try Partitioning(count: 4)
             let a = PartitionLeaseKeeper(
                 store: storeA, venue: "museum", instance: "a", partitions: partitions, policy: policy,
@@ -67,13 +69,13 @@ struct PartitionLeaseTests {
             let tokensA = a.publishable
             #expect(tokensA.keys.sorted() == [0, 1, 2, 3])
             // A renews across more than two TTLs and keeps every partition and token.
-            let renewUntil = ContinuousClock.now + .seconds(7)
+            let renewUntil = ContinuousClock.now + .seconds(13)
             while ContinuousClock.now < renewUntil {
                 let round = await a.stepAsync()
                 #expect(round.lost.isEmpty)
                 try await Task.sleep(for: .milliseconds(400))
             }
-            #expect(a.publishable == tokensA)
+            #expect(a.held == tokensA)
 
             // B joins: it waits; A gives up B's share; B takes it with higher tokens.
             #expect(b.step().acquired == [])
@@ -88,7 +90,7 @@ struct PartitionLeaseTests {
             // them; at that moment A's own deadline has passed already.
             let pausedAt = ContinuousClock.now
             let aStillPublishing = Mutex<[Int: UInt64]>([:])
-            try await waitUntil("B holds every partition", timeout: .seconds(20), every: .milliseconds(300)) {
+            try await waitUntil("B holds every partition", timeout: .seconds(40), every: .milliseconds(300)) {
                 let round = await b.stepAsync()
                 if !round.acquired.isEmpty { aStillPublishing.withLock { $0 = a.publishable } }
                 return b.publishable.count == 4
