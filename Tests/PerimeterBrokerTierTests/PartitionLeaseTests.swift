@@ -70,8 +70,11 @@ struct PartitionLeaseTests {
             #expect(tokensA.keys.sorted() == [0, 1, 2, 3])
             // A renews across more than two TTLs and keeps every partition and token.
             let renewUntil = ContinuousClock.now + .seconds(13)
+            var roundTimes: [Duration] = []
             while ContinuousClock.now < renewUntil {
+                let started = ContinuousClock.now
                 let round = await a.stepAsync()
+                roundTimes.append(ContinuousClock.now - started)
                 #expect(round.lost.isEmpty)
                 try await Task.sleep(for: .milliseconds(400))
             }
@@ -111,7 +114,11 @@ struct PartitionLeaseTests {
             #expect(a.step().acquired == [0, 2])
             let tokensBack = a.publishable
             #expect(tokensBack[0]! > tokensAfter[0]! && tokensBack[2]! > tokensAfter[2]!)
-            print("partition leases: taken over \(tookOverAfter) after the holder paused (TTL \(ttl))")
+            let sortedTimes = roundTimes.sorted()
+            print(
+                "partition leases: taken over \(tookOverAfter) after the holder paused (TTL \(ttl)); "
+                    + "a round (4 partitions) took \(sortedTimes[sortedTimes.count / 2]) median, \(sortedTimes.last!) at most, over \(sortedTimes.count) rounds"
+            )
         }
     }
 }
