@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "PerimeterNotifier", targets: ["PerimeterNotifier"]),
         .library(name: "PerimeterDashboard", targets: ["PerimeterDashboard"]),
         .library(name: "PerimeterAgent", targets: ["PerimeterAgent"]),
+        .library(name: "PerimeterNATS", targets: ["PerimeterNATS"]),
     ],
     targets: [
         // C libraries from Debian, headers only.
@@ -27,6 +28,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -41,6 +43,9 @@ let package = Package(
         // importer of CMicroHTTPD. Its own target, not part of the kit, so that the layout shows
         // which module speaks to which C library; PerimeterKit re-exports `HTTPServer`.
         .target(name: "PerimeterHTTP", dependencies: ["CMicroHTTPD"]),
+        // JetStream key-value (partition leases, docs/scale.md) over the NATS C client: the only
+        // importer of CNats.
+        .target(name: "PerimeterNATS", dependencies: ["CNats"]),
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process;
         // it re-exports PerimeterHTTP's server for the services' endpoints.
@@ -49,7 +54,9 @@ let package = Package(
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
         .target(
             name: "PerimeterEvaluator",
-            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet"]),
+            dependencies: [
+                "PerimeterCore", "PerimeterMQTT", "PerimeterStore", "PerimeterKit", "PerimeterNet", "PerimeterNATS",
+            ]),
 
         // The notifier: rules, templates, outbox and channels around the core.
         .target(
@@ -76,7 +83,12 @@ let package = Package(
             name: "PerimeterTestSupport",
             dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterKit", "perimeter-testpeer", "perimeter"]),
         // A process the tests start and kill (e.g. in the middle of a SQLite transaction).
-        .executableTarget(name: "perimeter-testpeer", dependencies: ["PerimeterStore", "PerimeterMQTT"]),
+        .executableTarget(
+            name: "perimeter-testpeer",
+            dependencies: [
+                "PerimeterStore", "PerimeterMQTT", "PerimeterCore", "PerimeterKit", "PerimeterNATS",
+                "PerimeterEvaluator",
+            ]),
 
         .testTarget(
             name: "PerimeterCoreTests",
@@ -99,7 +111,7 @@ let package = Package(
             resources: [.copy("Peers")]),
         .testTarget(
             name: "PerimeterBrokerTierTests",
-            dependencies: ["PerimeterKit", "PerimeterTestSupport", "perimeter"],
+            dependencies: ["PerimeterKit", "PerimeterNATS", "PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Peers")]),
         .testTarget(
             name: "PerimeterDashboardTests",

@@ -15,12 +15,14 @@ set -eu
 # OpenSSL flavour, the TLS library already linked for HMAC).
 # libmicrohttpd-dev: every HTTP endpoint we serve (dashboard, /metrics, /healthz) runs on
 # GNU libmicrohttpd (the CMicroHTTPD system-library target; Debian 12 ships 0.9.75).
+# libnats-dev: the NATS C client (3.4), for partition leases in JetStream key-value (the CNats
+# system-library target; docs/scale.md).
 # prometheus: for its promtool, which MonitoringAssetsTests run on deploy/prometheus/alerts.yml
 # (check rules, and the rules' unit tests in alerts.test.yml); the server it also installs is not
 # used by the tests.
 # systemd: for systemd-analyze, which HardenedUnitsTests run on deploy/systemd/*.service (offline:
 # nothing is started).
-packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server prometheus systemd"
+packages="mosquitto mosquitto-clients libmosquitto-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libmicrohttpd-dev libnats-dev pkg-config libxml2 openssl ca-certificates python3 python3-aiosmtpd librsvg2-bin fonts-dejavu-core chromium gpsd gpsd-clients nats-server prometheus systemd"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

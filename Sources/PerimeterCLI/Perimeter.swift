@@ -12,7 +12,7 @@ public struct Perimeter: ParsableCommand {
             VersionCommand.self, UpCommand.self, EvaluatorCommand.self, NotifierCommand.self, AgentCommand.self,
             RegionsCommand.self, RulesCommand.self, LocateCommand.self, ReplayCommand.self, RenderCommand.self,
             DashboardCommand.self,
-            AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self,
+            AdvCommand.self, SubjectsCommand.self, DoctorCommand.self, BenchCommand.self, PartitionsCommand.self,
         ])
 
     public init() {}

@@ -1,5 +1,5 @@
 // A process the tests start and kill at chosen moments: an MQTT client with a last will,
-// or a SQLite writer in the middle of a transaction. Not part of the product.
+// a SQLite writer in the middle of a transaction, or a partition owner to pause. Not part of the product.
 import Foundation
 import PerimeterMQTT
 
@@ -41,6 +41,8 @@ case "mqtt-will":
     while true { try await Task.sleep(for: .seconds(60)) }
 case "store-crash":
     try StoreCrash.run()
+case "lease-holder":
+    try await LeaseHolder.run()
 default:
-    fail("unknown mode '\(mode)'; modes: mqtt-will, store-crash")
+    fail("unknown mode '\(mode)'; modes: mqtt-will, store-crash, lease-holder")
 }

@@ -17,6 +17,8 @@ final class NATSCluster: Sendable {
     }
 
     let nodes: [Node]
+    /// The NATS client URLs of the nodes (JetStream key-value goes through these, not MQTT).
+    var clientURLs: [String] { nodes.map { "nats://127.0.0.1:\($0.clientPort)" } }
     let directory: URL
     private let processes: Mutex<[Subprocess?]>
 
@@ -33,7 +35,9 @@ final class NATSCluster: Sendable {
     }
 
     /// Starts `count` nodes and waits until the cluster has formed and JetStream has a meta leader.
-    static func start(count: Int = 3, ackWait: String = "5s") async throws -> NATSCluster {
+    /// - Parameter mappings: lines of a `mappings { … }` block: the nodes then run a copy of
+    ///   node.conf whose `partitions.conf` holds them (else the repository's, which maps nothing).
+    static func start(count: Int = 3, ackWait: String = "5s", mappings: [String] = []) async throws -> NATSCluster {
         guard let executable = Subprocess.find("nats-server") else {
             throw ChildFailure(
                 message: "nats-server is not installed (looked in \(Subprocess.searchPath.joined(separator: ", "))); "
@@ -56,6 +60,13 @@ final class NATSCluster: Sendable {
                     name: "n\(index)", clientPort: try port(), clusterPort: try port(), httpPort: try port(),
                     mqttPort: try port(), directory: nodeDirectory))
         }
+        var configuration = configurationPath
+        if !mappings.isEmpty {
+            configuration = directory.appendingPathComponent("node.conf").path
+            try FileManager.default.copyItem(atPath: configurationPath, toPath: configuration)
+            try ("mappings {\n" + mappings.map { "  \($0)\n" }.joined() + "}\n").write(
+                to: directory.appendingPathComponent("partitions.conf"), atomically: true, encoding: .utf8)
+        }
         var processes: [Subprocess] = []
         for node in nodes {
             let routes = nodes.filter { $0.name != node.name }.map { "nats://127.0.0.1:\($0.clusterPort)" }
@@ -69,7 +80,7 @@ final class NATSCluster: Sendable {
             let log = node.directory.appendingPathComponent("nats.log").path
             processes.append(
                 try Subprocess.spawn(
-                    executable, ["-c", configurationPath], environment: environment, stdout: .file(log, append: false),
+                    executable, ["-c", configuration], environment: environment, stdout: .file(log, append: false),
                     stderr: .file(log, append: true)))
         }
         let cluster = NATSCluster(nodes: nodes, directory: directory, processes: processes)

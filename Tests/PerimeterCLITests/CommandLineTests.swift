@@ -14,7 +14,7 @@ struct CommandLineTests {
             ["rules", "get"], ["rules", "put"], ["rules", "delete"], ["locate"],
             ["replay"], ["adv"], ["adv", "decode"],
             ["bench"], ["bench", "mqtt"], ["bench", "geo"], ["bench", "pipeline"], ["bench", "null-evaluator"],
-            ["bench", "restart"],
+            ["bench", "restart"], ["partitions"],
         ])
     func help(path: [String]) async throws {
         let result = try await perimeter(path + ["--help"])

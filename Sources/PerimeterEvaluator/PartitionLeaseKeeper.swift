@@ -1,0 +1,231 @@
+import Dispatch
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterNATS
+import Synchronization
+
+/// Holds a venue's partition leases in a NATS JetStream key-value bucket (docs/scale.md,
+/// "Leases"): one key per partition (`{venue}.p.{n}`) and one per live member
+/// (`{venue}.m.{instance}`), all expiring `ttl` after their last write (the bucket's max age).
+///
+/// Every write to a partition key is a compare-and-set (`kvStore_Create` for a free key,
+/// `kvStore_Update` at the last revision otherwise), so the store decides who holds it. The
+/// revision of the write that took a partition is its fencing token: the stream's sequence,
+/// which only grows. When and whether this process may publish for a partition is
+/// ``PartitionLease``'s decision on the monotonic clock: an owner that could not renew stops
+/// before the store lets anyone else in. Which partitions to take or give up is
+/// ``PartitionAssignment``'s.
+public final class PartitionLeaseKeeper: Sendable {
+    /// A held partition: its token, the revision to renew at, and when that write was sent.
+    public struct Holding: Sendable, Hashable {
+        public var token: UInt64
+        public var lease: PartitionLease.Held
+    }
+
+    public let venue: String
+    public let instance: String
+    public let partitions: Partitioning
+    public let policy: PartitionLease
+    private let store: NATSKeyValue
+    private let monotonic: @Sendable () -> Duration
+    private let logger: Logger
+    private let holdings = Mutex<[Int: Holding]>([:])
+    private let queue: DispatchQueue
+
+    /// - Parameters:
+    ///   - monotonic: the time on a monotonic clock (tests pass their own).
+    ///   - Precondition: `venue` and `instance` are key-safe (``PartitionLeaseKeeper/keyProblem(_:)``).
+    public init(
+        store: NATSKeyValue, venue: String, instance: String, partitions: Partitioning, policy: PartitionLease,
+        logger: Logger, monotonic: @escaping @Sendable () -> Duration = PartitionLeaseKeeper.systemMonotonic
+    ) {
+        self.store = store
+        self.venue = venue
+        self.instance = instance
+        self.partitions = partitions
+        self.policy = policy
+        self.logger = logger
+        self.monotonic = monotonic
+        queue = DispatchQueue(label: "perimeter.partition-leases.\(venue)")
+    }
+
+    /// The monotonic clock of the process (`ContinuousClock`, which keeps counting through a
+    /// SIGSTOP and a suspend: a paused owner sees on waking that its deadline has passed).
+    public static let systemMonotonic: @Sendable () -> Duration = {
+        let origin = ContinuousClock.now
+        return { ContinuousClock.now - origin }
+    }()
+
+    /// Why `id` cannot be part of a key (JetStream keys take `A-Z a-z 0-9 - _ =`, and `.` as
+    /// the separator we add), nil when it can.
+    public static func keyProblem(_ id: String) -> String? {
+        let allowed = id.utf8.allSatisfy { byte in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                || byte == 0x2D || byte == 0x5F || byte == 0x3D
+        }
+        if id.isEmpty || id.utf8.count > 128 || !allowed {
+            return "'\(id)' cannot name a lease: use 1 to 128 of A-Z, a-z, 0-9, '-', '_', '='"
+        }
+        return nil
+    }
+
+    func partitionKey(_ partition: Int) -> String { "\(venue).p.\(partition)" }
+    func memberKey(_ member: String) -> String { "\(venue).m.\(member)" }
+
+    /// The fencing token to publish `partition`'s outputs with, nil when this process must not
+    /// publish for it now (not held, or past its deadline: renewals failed). Ask right before
+    /// each publish.
+    public func token(for partition: Int) -> UInt64? {
+        guard let holding = holdings.withLock({ $0[partition] }) else { return nil }
+        return policy.mayPublish(holding.lease, now: monotonic()) ? holding.token : nil
+    }
+
+    /// The partitions this process holds (whether or not it may publish for them at this
+    /// moment: a renewal may be late), with their tokens.
+    public var held: [Int: UInt64] { holdings.withLock { $0 }.mapValues(\.token) }
+
+    /// The partitions this process may publish for now, with their tokens.
+    public var publishable: [Int: UInt64] {
+        let now = monotonic()
+        return holdings.withLock { $0 }.filter { policy.mayPublish($0.value.lease, now: now) }.mapValues(\.token)
+    }
+
+    /// What changed in one round.
+    public struct Round: Sendable, Hashable {
+        public var acquired: [Int] = []
+        public var released: [Int] = []
+        public var lost: [Int] = []
+    }
+
+    /// One round (blocking; a few round trips to the store): renew the membership and the
+    /// holdings that are due, then take and give up partitions as ``PartitionAssignment`` says.
+    /// A failed read or write is logged and retried next round; a holding whose renewal was
+    /// refused (someone else wrote: the lease had expired) is dropped at once.
+    @discardableResult
+    public func step() -> Round {
+        var round = Round()
+        let me = Array(JSONValue.object(["instance": .string(instance)]).serialized().utf8)
+        do { _ = try store.put(memberKey(instance), me) } catch {
+            logger.warning("partition membership not renewed", metadata: ["error": .string("\(error)")])
+        }
+        // Renew what is due.
+        for (partition, holding) in holdings.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            let now = monotonic()
+            guard now >= policy.renewAt(holding.lease) else { continue }
+            do {
+                let revision = try store.update(partitionKey(partition), me, last: holding.lease.revision)
+                holdings.withLock {
+                    $0[partition]?.lease = PartitionLease.Held(revision: revision, sentAt: now)
+                }
+            } catch  where error.isConflict {
+                holdings.withLock { _ = $0.removeValue(forKey: partition) }
+                round.lost.append(partition)
+                logger.warning(
+                    "partition lease lost",
+                    metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
+            } catch {
+                logger.warning(
+                    "partition lease not renewed",
+                    metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
+            }
+        }
+        // Look, then act.
+        let members: [String]
+        var holders: [Int: String] = [:]
+        var released: [Int: UInt64] = [:]
+        do {
+            let prefix = "\(venue).m."
+            members = try store.keys().filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+            for partition in partitions.all {
+                guard let entry = try store.get(partitionKey(partition)) else { continue }
+                let json = try? JSONParser.parse(entry.value)
+                if let holder = json?["instance"]?.stringValue {
+                    holders[partition] = holder
+                } else {
+                    released[partition] = entry.revision
+                }
+            }
+        } catch {
+            logger.warning("partition leases not read", metadata: ["error": .string("\(error)")])
+            return round
+        }
+        // A holding the store says is someone else's is lost (it expired and was taken).
+        let mine = holdings.withLock { $0 }
+        for partition in mine.keys where holders[partition] != instance {
+            holdings.withLock { _ = $0.removeValue(forKey: partition) }
+            round.lost.append(partition)
+        }
+        // A key the store says is ours but memory does not (a write whose answer was lost) is
+        // left to expire: counted as held by someone, so it is not taken again meanwhile.
+        let plan = PartitionAssignment.plan(
+            me: instance, members: members, holders: holders.filter { $0.value != instance || mine[$0.key] != nil },
+            count: partitions.count)
+        for partition in plan.release {
+            guard let holding = holdings.withLock({ $0.removeValue(forKey: partition) }) else { continue }
+            // Stop publishing first (done: removed), then free the key at our revision.
+            do {
+                _ = try store.update(partitionKey(partition), Array("{}".utf8), last: holding.lease.revision)
+                round.released.append(partition)
+            } catch {
+                logger.warning(
+                    "partition lease not released (it will expire)",
+                    metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
+                round.released.append(partition)
+            }
+        }
+        for partition in plan.acquire where holders[partition] == nil {
+            let sentAt = monotonic()
+            do {
+                let revision =
+                    if let last = released[partition] {
+                        try store.update(partitionKey(partition), me, last: last)
+                    } else {
+                        try store.create(partitionKey(partition), me)
+                    }
+                holdings.withLock {
+                    $0[partition] = Holding(
+                        token: revision, lease: PartitionLease.Held(revision: revision, sentAt: sentAt))
+                }
+                round.acquired.append(partition)
+            } catch  where error.isConflict {
+                continue
+            } catch {
+                logger.warning(
+                    "partition lease not taken",
+                    metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
+            }
+        }
+        if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty {
+            logger.notice(
+                "partition leases changed",
+                metadata: [
+                    "venue": .string(venue), "instance": .string(instance),
+                    "acquired": .string(round.acquired.map(String.init).joined(separator: ",")),
+                    "released": .string(round.released.map(String.init).joined(separator: ",")),
+                    "lost": .string(round.lost.map(String.init).joined(separator: ",")),
+                    "held": .string(publishable.keys.sorted().map(String.init).joined(separator: ",")),
+                ])
+        }
+        return round
+    }
+
+    /// ``step()`` off the cooperative pool (it blocks on the store).
+    public func stepAsync() async -> Round {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.step()) }
+        }
+    }
+
+    /// Gives every holding up (at shutdown): stop publishing, then free the keys.
+    public func releaseAll() {
+        let all = holdings.withLock { holdings in
+            defer { holdings = [:] }
+            return holdings
+        }
+        for (partition, holding) in all {
+            _ = try? store.update(partitionKey(partition), Array("{}".utf8), last: holding.lease.revision)
+        }
+        try? store.delete(memberKey(instance))
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import PerimeterCore
+import PerimeterEvaluator
+import PerimeterKit
+import PerimeterNATS
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+/// Partition leases in JetStream key-value on the three-node cluster (docs/scale.md, "Leases").
+///
+/// What is asserted: compare-and-set create and update as the keeper uses them (a second create
+/// and a stale update are refused as conflicts); a lease renewed by its keeper outlives several
+/// TTLs; two keepers split four partitions as `PartitionAssignment` says, the second's tokens
+/// higher than the first's; a keeper that stops renewing (paused) loses the right to publish on
+/// its own monotonic clock before the store expires its keys, the other takes them over with
+/// higher tokens once they expire, and the paused one, resumed, finds them lost.
+@Suite("Broker tier: partition leases in NATS JetStream KV")
+struct PartitionLeaseTests {
+    static let logger = Logger(label: "leases", handler: InMemoryLogHandler())
+
+    @Test("create, renew, expire and take over on the real cluster")
+    func leases() async throws {
+        try await Cleanup.around { cleanup in
+            let cluster = try await NATSCluster.start()
+            cleanup.add { await cluster.stop() }
+            // 6 s: with 3 s, renewals on a machine running the whole suite (several three-node
+            // clusters on two cores) were seen to take longer than the TTL.
+            let ttl = Duration.seconds(6)
+            let connectionA = try NATSConnection(servers: cluster.clientURLs, timeout: .seconds(2))
+            let connectionB = try NATSConnection(servers: Array(cluster.clientURLs.reversed()), timeout: .seconds(2))
+            cleanup.add {
+                connectionA.close()
+                connectionB.close()
+            }
+            let storeA = try connectionA.keyValue(bucket: "perimeter-leases", ttl: ttl, replicas: 3)
+            let storeB = try connectionB.keyValue(bucket: "perimeter-leases", ttl: ttl, replicas: 3)
+
+            // The store's compare-and-set, as the keeper relies on it.
+            let first = try storeA.create("cas.k", Array("a".utf8))
+            #expect(throws: NATSError.self) { try storeB.create("cas.k", Array("b".utf8)) }
+            do {
+                _ = try storeB.create("cas.k", Array("b".utf8))
+            } catch let error as NATSError {
+                #expect(error.isConflict, "\(error)")
+            }
+            let second = try storeA.update("cas.k", Array("a2".utf8), last: first)
+            #expect(second > first)
+            do {
+                _ = try storeB.update("cas.k", Array("b".utf8), last: first)
+                Issue.record("a stale update was accepted")
+            } catch let error as NATSError {
+                #expect(error.isConflict, "\(error)")
+            }
+            #expect(try storeB.get("cas.k")?.value == Array("a2".utf8))
+
+            // A's clock can be stopped (a SIGSTOP as far as A's deadlines go); B's is the system's.
+            let policy = PartitionLease(ttl: ttl, margin: .seconds(1))
+            let partitions = try Partitioning(count: 4)
+            let a = PartitionLeaseKeeper(
+                store: storeA, venue: "museum", instance: "a", partitions: partitions, policy: policy,
+                logger: Self.logger)
+            let b = PartitionLeaseKeeper(
+                store: storeB, venue: "museum", instance: "b", partitions: partitions, policy: policy,
+                logger: Self.logger)
+
+            // A alone takes all four.
+            #expect(a.step().acquired == [0, 1, 2, 3])
+            let tokensA = a.publishable
+            #expect(tokensA.keys.sorted() == [0, 1, 2, 3])
+            // A renews across more than two TTLs and keeps every partition and token.
+            let renewUntil = ContinuousClock.now + .seconds(13)
+            var roundTimes: [Duration] = []
+            while ContinuousClock.now < renewUntil {
+                let started = ContinuousClock.now
+                let round = await a.stepAsync()
+                roundTimes.append(ContinuousClock.now - started)
+                #expect(round.lost.isEmpty)
+                try await Task.sleep(for: .milliseconds(400))
+            }
+            #expect(a.held == tokensA)
+
+            // B joins: it waits; A gives up B's share; B takes it with higher tokens.
+            #expect(b.step().acquired == [])
+            #expect(a.step().released == [1, 3])
+            #expect(a.publishable.keys.sorted() == [0, 2])
+            #expect(b.step().acquired == [1, 3])
+            let tokensB = b.publishable
+            #expect(tokensB.keys.sorted() == [1, 3])
+            #expect(tokensB.values.min()! > tokensA.values.max()!)
+
+            // A pauses (stops renewing). B keeps going and takes 0 and 2 once the store expires
+            // them; at that moment A's own deadline has passed already.
+            let pausedAt = ContinuousClock.now
+            let aStillPublishing = Mutex<[Int: UInt64]>([:])
+            try await waitUntil("B holds every partition", timeout: .seconds(40), every: .milliseconds(300)) {
+                let round = await b.stepAsync()
+                if !round.acquired.isEmpty { aStillPublishing.withLock { $0 = a.publishable } }
+                return b.publishable.count == 4
+            }
+            let tookOverAfter = ContinuousClock.now - pausedAt
+            #expect(aStillPublishing.withLock { $0 }.isEmpty, "A may not publish once B holds its partitions")
+            let tokensAfter = b.publishable
+            #expect(tokensAfter[0]! > tokensA[0]! && tokensAfter[2]! > tokensA[2]!)
+            #expect(tokensAfter[1] == tokensB[1] && tokensAfter[3] == tokensB[3])
+
+            // A resumes: its renewals are refused and it publishes nothing; it is a member
+            // again, so B gives 0 and 2 back and A takes them with tokens higher than B's.
+            let resumed = a.step()
+            #expect(resumed.lost.sorted() == [0, 2])
+            #expect(resumed.acquired.isEmpty)
+            #expect(a.publishable.isEmpty)
+            #expect(b.step().released == [0, 2])
+            #expect(a.step().acquired == [0, 2])
+            let tokensBack = a.publishable
+            #expect(tokensBack[0]! > tokensAfter[0]! && tokensBack[2]! > tokensAfter[2]!)
+            let sortedTimes = roundTimes.sorted()
+            print(
+                "partition leases: taken over \(tookOverAfter) after the holder paused (TTL \(ttl)); "
+                    + "a round (4 partitions) took \(sortedTimes[sortedTimes.count / 2]) median, \(sortedTimes.last!) at most, over \(sortedTimes.count) rounds"
+            )
+        }
+    }
+}
