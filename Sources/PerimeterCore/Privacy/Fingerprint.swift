@@ -10,9 +10,12 @@ struct Fingerprint: Sendable, Hashable, Codable {
 
     init(value: UInt64) { self.value = value }
 
-    init(_ document: JSONValue) {
+    init(_ document: JSONValue) { self.init(text: document.serialized(sortedKeys: true)) }
+
+    /// The hash of a document's text (with sorted keys, as ``init(_:)`` serializes it).
+    init(text: String) {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in document.serialized(sortedKeys: true).utf8 {
+        for byte in text.utf8 {
             hash ^= UInt64(byte)
             hash &*= 0x0000_0100_0000_01b3
         }

@@ -30,4 +30,33 @@ struct FingerprintTests {
         let older = #"{"fingerprint":"{\"n\":7,\"status\":\"always\"}"}"#
         #expect(try VenueEvaluator.snapshotDecoder().decode(Holder.self, from: Data(older.utf8)) == holder)
     }
+
+    @Test(
+        "the diagnostics' fingerprint from their facts equals the fingerprint of the document they make",
+        arguments: [
+            PrivacyGate.DiagnosticFacts(
+                status: .always, reduced: false, temporaryFullAccuracy: false, inUse: false, requestInProgress: false,
+                recordMissing: false, level: .always, wantsFull: false, covered: true, held: 0),
+            PrivacyGate.DiagnosticFacts(
+                status: .whenInUse, reduced: true, temporaryFullAccuracy: false, inUse: true, requestInProgress: false,
+                recordMissing: false, level: .whenInUse, wantsFull: true, covered: true, held: 3),
+            PrivacyGate.DiagnosticFacts(
+                status: .notDetermined, reduced: false, temporaryFullAccuracy: false, inUse: false,
+                requestInProgress: true, recordMissing: true, level: nil, wantsFull: false, covered: false, held: 12),
+            PrivacyGate.DiagnosticFacts(
+                status: .provisionalAlways, reduced: true, temporaryFullAccuracy: true, inUse: false,
+                requestInProgress: true, recordMissing: false, level: .always, wantsFull: true, covered: true,
+                held: 1),
+            PrivacyGate.DiagnosticFacts(
+                status: .denied, reduced: false, temporaryFullAccuracy: false, inUse: false, requestInProgress: false,
+                recordMissing: false, level: nil, wantsFull: false, covered: false, held: 0),
+            PrivacyGate.DiagnosticFacts(
+                status: .restricted, reduced: false, temporaryFullAccuracy: false, inUse: true,
+                requestInProgress: false, recordMissing: false, level: .whenInUse, wantsFull: false, covered: true,
+                held: 1000),
+        ])
+    func diagnosticFacts(_ facts: PrivacyGate.DiagnosticFacts) {
+        #expect(facts.fingerprint == Fingerprint(facts.document))
+        #expect(facts.document.objectValue?.count == 15)
+    }
 }
