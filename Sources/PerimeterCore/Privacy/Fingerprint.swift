@@ -10,16 +10,25 @@ struct Fingerprint: Sendable, Hashable, Codable {
 
     init(value: UInt64) { self.value = value }
 
-    init(_ document: JSONValue) { self.init(text: document.serialized(sortedKeys: true)) }
+    init(_ document: JSONValue) {
+        var hash = Hasher()
+        hash.add(document.serialized(sortedKeys: true))
+        self = hash.fingerprint
+    }
 
-    /// The hash of a document's text (with sorted keys, as ``init(_:)`` serializes it).
-    init(text: String) {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01b3
+    /// FNV-1a 64 over text given piece by piece (the pieces of a document's text with sorted keys
+    /// give the document's fingerprint).
+    struct Hasher {
+        private var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+        mutating func add(_ text: String) {
+            for byte in text.utf8 {
+                value ^= UInt64(byte)
+                value &*= 0x0000_0100_0000_01b3
+            }
         }
-        value = hash
+
+        var fingerprint: Fingerprint { Fingerprint(value: value) }
     }
 
     /// Written as 16 hex digits: JSON numbers beyond 2^53 are not read back exactly everywhere.
