@@ -107,19 +107,8 @@ extension EvaluatorOutput {
     func message(topics: Topics) -> OutboundMessage? {
         switch self {
         case .event(let event):
-            var payload = JSONObject()
-            let base = event.payload.objectValue ?? JSONObject()
-            if event.kind == .state {
-                payload = base
-                payload["venue"] = .string(topics.venue)
-            } else {
-                for (key, value) in base {
-                    payload[key] = value
-                    if key == "event" { payload["venue"] = .string(topics.venue) }
-                }
-            }
             return OutboundMessage(
-                topic: topics.topic(for: event), payload: Array(JSONValue.object(payload).serialized().utf8), qos: 1,
+                topic: topics.topic(for: event), payload: Array(event.publishedText(venue: topics.venue).utf8), qos: 1,
                 retain: event.kind == .state, eventID: event.kind == .state ? nil : event.id)
         case .selfNotification(let event):
             guard var outbound = EvaluatorOutput.event(event).message(topics: topics) else { return nil }

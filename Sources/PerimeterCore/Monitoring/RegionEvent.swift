@@ -108,6 +108,74 @@ public struct RegionEvent: Sendable, Hashable, Codable {
     }
 
     /// The event as the JSON payload of its topic (DESIGN.md §4).
+    /// The published payload's text: ``payload`` with `venue` after `event` (for a state,
+    /// last), written straight to text. Building the payload as an object, copying it with the
+    /// venue and serializing it was a sixth of the evaluator's processing (`bench pipeline`);
+    /// the text is the same, member for member (RegionEventPayloadTests).
+    public func publishedText(venue: String) -> String {
+        var out = ""
+        out.reserveCapacity(kind == .state ? 160 : 320)
+        func member(_ name: String, first: Bool = false) {
+            out += first ? "{\"" : ",\""
+            out += name
+            out += "\":"
+        }
+        func string(_ name: String, _ value: String, first: Bool = false) {
+            member(name, first: first)
+            JSONValue.writeString(value, to: &out)
+        }
+        if kind == .state {
+            string("state", state?.rawValue ?? "unknown", first: true)
+            string("region", region)
+            string("subject", subject)
+            string("t", Timestamp.format(t))
+            if let reason { string("reason", reason) }
+            string("venue", venue)
+            out += "}"
+            return out
+        }
+        string("id", id, first: true)
+        string("event", kind.rawValue)
+        string("venue", venue)
+        string("region", region)
+        string("subject", subject)
+        string("t", Timestamp.format(t))
+        member("seq")
+        JSONValue.writeNumber(Double(seq), to: &out)
+        string("source", source)
+        if interpolated {
+            member("interpolated")
+            out += "true"
+        }
+        if let refinement {
+            member("refinement")
+            JSONValue.object(refinement.json).write(to: &out)
+        }
+        if held {
+            member("held")
+            out += "true"
+        }
+        if let fix {
+            member("fix")
+            string("t", Timestamp.format(fix.t), first: true)
+            member("lat")
+            JSONValue.writeNumber(fix.position.lat, to: &out)
+            member("lon")
+            JSONValue.writeNumber(fix.position.lon, to: &out)
+            if let accuracy = fix.accuracy {
+                member("acc")
+                JSONValue.writeNumber(accuracy, to: &out)
+            }
+            if let floor = fix.floor {
+                member("floor")
+                JSONValue.writeNumber(Double(floor), to: &out)
+            }
+            out += "}"
+        }
+        out += "}"
+        return out
+    }
+
     public var payload: JSONValue {
         var object = JSONObject()
         if kind == .state {
