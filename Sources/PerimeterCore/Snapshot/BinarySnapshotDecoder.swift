@@ -28,7 +28,9 @@ public struct BinarySnapshotDecoder {
 
 /// The `Decoder` behind ``BinarySnapshotDecoder``.
 final class BinaryDecoding: Decoder {
-    var reader: BinaryReader
+    /// Unchecked: one decoder runs on one thread, and the dynamic exclusivity checks of a class
+    /// property were 5 % of a restart (`perf`).
+    @exclusivity(unchecked) var reader: BinaryReader
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
@@ -47,9 +49,6 @@ final class BinaryDecoding: Decoder {
     }
 
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
-        if let collection = T.self as? any BinaryCodableCollection.Type {
-            return try collection.decodeBinary(from: self) as! T
-        }
         if T.self == String.self { return try reader.string() as! T }
         if T.self == Double.self { return try reader.double() as! T }
         if T.self == Int.self { return try integer(Int.self) as! T }
@@ -72,6 +71,10 @@ final class BinaryDecoding: Decoder {
         if T.self == UInt16.self { return try integer(UInt16.self) as! T }
         if T.self == UInt8.self { return try integer(UInt8.self) as! T }
         if T.self == Float.self { return Float(bitPattern: try reader.fixed32()) as! T }
+        if let value = T.self as? any BinarySnapshotValue.Type { return try value.init(binary: self) as! T }
+        if let collection = T.self as? any BinaryCodableCollection.Type {
+            return try collection.decodeBinary(from: self) as! T
+        }
         return try T(from: self)
     }
 
@@ -86,19 +89,23 @@ final class BinaryDecoding: Decoder {
 
 /// A struct's fields: found by a scan when the container opens (so any order works and unknown
 /// fields are skipped), each read in place; the reader is left after the struct.
+/// A field of a struct as the scan found it (outside the generic container: its metadata was
+/// instantiated on every access, 6 % of a restart).
+private struct BinaryField {
+    var key: String
+    var offset: Int
+    var length: Int
+}
+
 private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    struct Field {
-        var key: String
-        var offset: Int
-        var length: Int
-    }
+    typealias Field = BinaryField
 
     let decoder: BinaryDecoding
-    var fields: [Field] = []
+    @exclusivity(unchecked) var fields: [Field] = []
     /// Where the struct ends: the reader goes back there after each field.
-    var end = 0
+    @exclusivity(unchecked) var end = 0
     /// Where the next field in written order is: synthesized decoders read in that order.
-    var next = 0
+    @exclusivity(unchecked) var next = 0
     var codingPath: [any CodingKey] { [] }
 
     init(decoder: BinaryDecoding) throws {
@@ -124,7 +131,8 @@ private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerP
     private func find(_ key: Key) -> Int? {
         let name = key.stringValue
         if next < fields.count, fields[next].key == name { return next }
-        return fields.firstIndex { $0.key == name }
+        for index in fields.indices where fields[index].key == name { return index }
+        return nil
     }
 
     private func field(_ key: Key) throws -> Field {

@@ -55,6 +55,7 @@ final class BinaryEncoding: Encoder {
         case let value as any BinaryCodableCollection:
             // Before the primitives: an Optional would be cast to its wrapped type.
             try value.encodeBinary(into: self)
+        case let value as any BinarySnapshotValue: try value.writeBinary(to: self)
         case let value as String: writer.string(value)
         case let value as Double: writer.double(value)
         case let value as Int: writer.signed(Int64(value))

@@ -1,5 +1,5 @@
 import Foundation
-import PerimeterCore
+@testable import PerimeterCore
 import Testing
 
 private let epoch = Date(timeIntervalSince1970: 1_700_000_000)
@@ -155,6 +155,30 @@ struct BinarySnapshotTests {
             Sample.self, from: bytes, source: "sample", versions: 1...3)
         #expect(back == samples[index])
         #expect(version == 3)
+    }
+
+    @Test(
+        "the types with a hand-written binary form have the fields it writes (a new field fails here until BinarySnapshotValue.swift writes it)",
+        arguments: [
+            ("GeoPoint", Mirror(reflecting: GeoPoint(lon: 0, lat: 0)).children.count, 2),
+            ("Fix", Mirror(reflecting: Fix(subject: "s", t: epoch, position: inHall)).children.count, 6),
+            ("Membership", Mirror(reflecting: Membership()).children.count, 8),
+            ("GeofenceEngine.Track", Mirror(reflecting: GeofenceEngine.Track()).children.count, 5),
+            (
+                "VisitDetector.Cluster",
+                Mirror(reflecting: VisitDetector.Cluster(Fix(subject: "s", t: epoch, position: inHall))).children.count,
+                10
+            ),
+            (
+                "VisitDetector.Track",
+                Mirror(
+                    reflecting: VisitDetector.Track(
+                        stay: VisitDetector.Cluster(Fix(subject: "s", t: epoch, position: inHall)), lastFix: epoch)
+                ).children.count, 6
+            ),
+        ])
+    func handWrittenFields(type: String, fields: Int, written: Int) {
+        #expect(fields == written, "\(type) has \(fields) fields; its binary form writes \(written)")
     }
 
     @Test("repeated strings are stored once")
