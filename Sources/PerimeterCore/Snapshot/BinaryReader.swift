@@ -64,7 +64,9 @@ public struct BinaryReader {
                     : "\(UInt64(bytes.count) - expected) bytes after the end the header gives")
         }
         end = bytes.count - 8
-        let stored = bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: end, as: UInt64.self)) }
+        let stored = bytes.withUnsafeBytes {
+            UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: end, as: UInt64.self))
+        }
         guard BinaryFormat.checksum(bytes[0..<end]) == stored else {
             throw SnapshotFormatError(source: source, offset: end, problem: "checksum mismatch: the file is corrupt")
         }

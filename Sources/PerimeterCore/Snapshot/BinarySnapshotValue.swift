@@ -156,3 +156,71 @@ extension MembershipState: BinarySnapshotValue {
         self = state
     }
 }
+
+extension BeaconEngine.HeardBeacon: BinarySnapshotValue {
+    func writeBinary(to encoder: BinaryEncoding) throws {
+        try encoder.encodeValue(identity)
+        try encoder.encodeValue(slots)
+        try encoder.encodeValue(generation)
+        encoder.writer.double(lastSeen)
+        try encoder.encodeValue(tx1m)
+        try encoder.encodeValue(samples)
+    }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let identity = try decoder.decodeValue(BeaconIdentity.self)
+        let slots = try decoder.decodeValue([Int32].self)
+        let generation = try decoder.decodeValue(Int.self)
+        let lastSeen = try decoder.reader.double()
+        let tx1m = try decoder.decodeValue(Double?.self)
+        self.init(
+            identity: identity, slots: slots, generation: generation, lastSeen: lastSeen, tx1m: tx1m,
+            samples: try decoder.decodeValue(RSSISamples.self))
+    }
+}
+
+extension BeaconEngine.RegionState: BinarySnapshotValue {
+    func writeBinary(to encoder: BinaryEncoding) throws {
+        try encoder.encodeValue(slot)
+        try membership.writeBinary(to: encoder)
+        encoder.writer.double(lastMatch)
+        try encoder.encodeValue(strongest)
+        encoder.writer.double(strongestRSSI)
+        encoder.writer.double(strongestAt)
+    }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let slot = try decoder.decodeValue(Int32.self)
+        let membership = try Membership(binary: decoder)
+        let lastMatch = try decoder.reader.double()
+        let strongest = try decoder.decodeValue(BeaconIdentity?.self)
+        let strongestRSSI = try decoder.reader.double()
+        self.init(
+            slot: slot, membership: membership, lastMatch: lastMatch, strongest: strongest,
+            strongestRSSI: strongestRSSI, strongestAt: try decoder.reader.double())
+    }
+}
+
+extension BeaconEngine.ScannerSubject: BinarySnapshotValue {
+    func writeBinary(to encoder: BinaryEncoding) throws {
+        encoder.writer.string(id)
+        try encoder.encodeValue(beacons)
+        try encoder.encodeValue(regions)
+        encoder.writer.double(lastReport)
+        encoder.writer.double(lastRanging)
+        try encoder.encodeValue(stale)
+        try encoder.encodeValue(closest)
+    }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let id = try decoder.reader.string()
+        let beacons = try decoder.decodeValue([BeaconEngine.HeardBeacon].self)
+        let regions = try decoder.decodeValue([BeaconEngine.RegionState].self)
+        let lastReport = try decoder.reader.double()
+        let lastRanging = try decoder.reader.double()
+        let stale = try decoder.decodeValue(Bool.self)
+        self.init(
+            id: id, beacons: beacons, regions: regions, lastReport: lastReport, lastRanging: lastRanging, stale: stale,
+            closest: try decoder.decodeValue(Closest?.self))
+    }
+}

@@ -1,6 +1,7 @@
 import Foundation
-@testable import PerimeterCore
 import Testing
+
+@testable import PerimeterCore
 
 private let epoch = Date(timeIntervalSince1970: 1_700_000_000)
 private func at(_ seconds: Double) -> Date { epoch.addingTimeInterval(seconds) }
@@ -110,7 +111,8 @@ struct StateKind: CustomTestStringConvertible, Sendable {
             name: "visits under way and after departure",
             make: {
                 var evaluator = VenueEvaluator(settings: VenueSettings(id: "museum"), regions: [])
-                _ = evaluator.handle(.authorization(subject: "ann", ["status": "always"]), agent: nil, receivedAt: epoch)
+                _ = evaluator.handle(
+                    .authorization(subject: "ann", ["status": "always"]), agent: nil, receivedAt: epoch)
                 _ = evaluator.handle(
                     .session(consumer: "guide", session: "s", ["subjects": "*", "level": "always"]), agent: nil,
                     receivedAt: epoch)
@@ -157,26 +159,30 @@ struct BinarySnapshotTests {
         #expect(version == 3)
     }
 
+    /// (type, fields it has, fields its binary form writes).
+    static func handWritten() -> [(String, Int, Int)] {
+        let fix = Fix(subject: "s", t: epoch, position: inHall)
+        let cluster = VisitDetector.Cluster(fix)
+        let uuid = BeaconPrefix(uuid: "2f234454-cf6d-4a0f-adf2-f4911ba9ffa6")!
+        let identity = BeaconIdentity.iBeacon(uuid: uuid, major: 1, minor: 2)
+        let heard = BeaconEngine.HeardBeacon(identity: identity, slots: [], generation: 0, lastSeen: 0)
+        func fields(_ value: Any) -> Int { Mirror(reflecting: value).children.count }
+        var rows: [(String, Int, Int)] = []
+        rows.append(("GeoPoint", fields(inHall), 2))
+        rows.append(("Fix", fields(fix), 6))
+        rows.append(("Membership", fields(Membership()), 8))
+        rows.append(("GeofenceEngine.Track", fields(GeofenceEngine.Track()), 5))
+        rows.append(("VisitDetector.Cluster", fields(cluster), 10))
+        rows.append(("VisitDetector.Track", fields(VisitDetector.Track(stay: cluster, lastFix: epoch)), 6))
+        rows.append(("BeaconEngine.ScannerSubject", fields(BeaconEngine.ScannerSubject(id: "s")), 7))
+        rows.append(("BeaconEngine.RegionState", fields(BeaconEngine.RegionState(slot: 0)), 6))
+        rows.append(("BeaconEngine.HeardBeacon", fields(heard), 6))
+        return rows
+    }
+
     @Test(
         "the types with a hand-written binary form have the fields it writes (a new field fails here until BinarySnapshotValue.swift writes it)",
-        arguments: [
-            ("GeoPoint", Mirror(reflecting: GeoPoint(lon: 0, lat: 0)).children.count, 2),
-            ("Fix", Mirror(reflecting: Fix(subject: "s", t: epoch, position: inHall)).children.count, 6),
-            ("Membership", Mirror(reflecting: Membership()).children.count, 8),
-            ("GeofenceEngine.Track", Mirror(reflecting: GeofenceEngine.Track()).children.count, 5),
-            (
-                "VisitDetector.Cluster",
-                Mirror(reflecting: VisitDetector.Cluster(Fix(subject: "s", t: epoch, position: inHall))).children.count,
-                10
-            ),
-            (
-                "VisitDetector.Track",
-                Mirror(
-                    reflecting: VisitDetector.Track(
-                        stay: VisitDetector.Cluster(Fix(subject: "s", t: epoch, position: inHall)), lastFix: epoch)
-                ).children.count, 6
-            ),
-        ])
+        arguments: handWritten())
     func handWrittenFields(type: String, fields: Int, written: Int) {
         #expect(fields == written, "\(type) has \(fields) fields; its binary form writes \(written)")
     }
@@ -208,8 +214,9 @@ struct BinarySnapshotTests {
             #expect(actual == expected, "cut at \(cut) of \(steps.count)")
             outputsAfterCuts += expected.count
             // Encoded again, the restored state is the same size: nothing was lost or doubled.
-            #expect(try VenueEvaluator.encodeSnapshot(restored.snapshot).count
-                == VenueEvaluator.encodeSnapshot(original.snapshot).count)
+            #expect(
+                try VenueEvaluator.encodeSnapshot(restored.snapshot).count
+                    == VenueEvaluator.encodeSnapshot(original.snapshot).count)
         }
         #expect(outputsAfterCuts > 0, "the inputs after the cuts produced nothing to compare")
     }
@@ -336,7 +343,9 @@ struct BinarySnapshotTests {
         }
     }
 
-    @Test("lying counts and lengths under a valid checksum are refused before anything is allocated", arguments: Lie.allCases)
+    @Test(
+        "lying counts and lengths under a valid checksum are refused before anything is allocated",
+        arguments: Lie.allCases)
     func lying(lie: Lie) throws {
         var writer = BinaryWriter()
         lie.write(&writer)
