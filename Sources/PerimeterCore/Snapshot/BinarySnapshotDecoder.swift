@@ -271,3 +271,63 @@ private struct BinarySingleValueDecoding: SingleValueDecodingContainer {
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(T.self) }
 }
+
+/// Readers the hand-written forms (``BinarySnapshotValue``) call with concrete types, so that
+/// the compiler specializes them: through ``BinaryDecoding/decodeValue(_:)`` every optional
+/// date of a million tracks found its type's kind in a dictionary at run time. The bytes are
+/// the same as the generic path's (``BinaryCodableCollection``).
+extension BinaryDecoding {
+    func date() throws -> Date { Date(timeIntervalSinceReferenceDate: try reader.double()) }
+
+    func bool() throws -> Bool {
+        let start = reader.offset
+        switch try reader.byte() {
+        case 0: return false
+        case 1: return true
+        case let other: throw reader.error("boolean \(other) is neither 0 nor 1", at: start)
+        }
+    }
+
+    func int() throws -> Int {
+        let start = reader.offset
+        let value = try reader.signed()
+        guard let exact = Int(exactly: value) else { throw reader.error("\(value) does not fit in Int", at: start) }
+        return exact
+    }
+
+    /// The presence byte of an optional.
+    func present() throws -> Bool {
+        let start = reader.offset
+        switch try reader.byte() {
+        case 0: return false
+        case 1: return true
+        case let other: throw reader.error("optional marker \(other) is neither 0 nor 1", at: start)
+        }
+    }
+
+    func optional<T>(_ read: () throws -> T) throws -> T? { try present() ? try read() : nil }
+
+    func optional<V: BinarySnapshotValue>(_ type: V.Type) throws -> V? {
+        try present() ? try V(binary: self) : nil
+    }
+
+    func array<V: BinarySnapshotValue>(of type: V.Type) throws -> [V] {
+        let count = try reader.count(minimumElementSize: 1)
+        var array: [V] = []
+        array.reserveCapacity(count)
+        for _ in 0..<count { array.append(try V(binary: self)) }
+        return array
+    }
+
+    func dictionary<V: BinarySnapshotValue>(of type: V.Type) throws -> [String: V] {
+        let start = reader.offset
+        let count = try reader.count(minimumElementSize: 2)
+        var dictionary: [String: V] = Dictionary(minimumCapacity: count)
+        for _ in 0..<count {
+            let key = try reader.string()
+            dictionary[key] = try V(binary: self)
+        }
+        guard dictionary.count == count else { throw reader.error("a dictionary of \(count) repeats keys", at: start) }
+        return dictionary
+    }
+}

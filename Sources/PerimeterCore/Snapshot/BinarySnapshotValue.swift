@@ -37,10 +37,10 @@ extension Fix: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         let subject = try decoder.reader.string()
-        let t = try decoder.decodeValue(Date.self)
+        let t = try decoder.date()
         let position = try GeoPoint(binary: decoder)
-        let accuracy = try decoder.decodeValue(Double?.self)
-        let floor = try decoder.decodeValue(Int?.self)
+        let accuracy = try decoder.optional { try decoder.reader.double() }
+        let floor = try decoder.optional { try decoder.int() }
         self.init(
             subject: subject, t: t, position: position, accuracy: accuracy, floor: floor,
             source: try decoder.reader.string())
@@ -61,14 +61,14 @@ extension Membership: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         self.init()
-        state = try decoder.decodeValue(MembershipState.self)
-        lastKnown = try decoder.decodeValue(MembershipState?.self)
-        pending = try decoder.decodeValue(Pending?.self)
-        enteredAt = try decoder.decodeValue(Date?.self)
-        insideSince = try decoder.decodeValue(Date?.self)
-        dwellFired = try decoder.decodeValue(Bool.self)
-        seq = try decoder.decodeValue(Int.self)
-        epoch = try decoder.decodeValue(Int?.self)
+        state = try MembershipState(binary: decoder)
+        lastKnown = try decoder.optional(MembershipState.self)
+        pending = try decoder.optional { try decoder.decodeValue(Pending.self) }
+        enteredAt = try decoder.optional(decoder.date)
+        insideSince = try decoder.optional(decoder.date)
+        dwellFired = try decoder.bool()
+        seq = try decoder.int()
+        epoch = try decoder.optional(decoder.int)
     }
 }
 
@@ -83,11 +83,11 @@ extension GeofenceEngine.Track: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         self.init()
-        lastFix = try decoder.decodeValue(Fix?.self)
-        lastTime = try decoder.decodeValue(Date?.self)
-        lastEmitted = try decoder.decodeValue(Date?.self)
-        stale = try decoder.decodeValue(Bool.self)
-        memberships = try decoder.decodeValue([String: Membership].self)
+        lastFix = try decoder.optional(Fix.self)
+        lastTime = try decoder.optional(decoder.date)
+        lastEmitted = try decoder.optional(decoder.date)
+        stale = try decoder.bool()
+        memberships = try decoder.dictionary(of: Membership.self)
     }
 }
 
@@ -107,17 +107,17 @@ extension VisitDetector.Cluster: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         let origin = try GeoPoint(binary: decoder)
-        let first = try decoder.decodeValue(Date.self)
+        let first = try decoder.date()
         self.init(Fix(subject: "", t: first, position: origin))
         self.origin = origin
         self.first = first
-        last = try decoder.decodeValue(Date.self)
-        count = try decoder.decodeValue(Int.self)
+        last = try decoder.date()
+        count = try decoder.int()
         sumX = try decoder.reader.double()
         sumY = try decoder.reader.double()
         sumSquares = try decoder.reader.double()
         sumAccuracy = try decoder.reader.double()
-        accuracies = try decoder.decodeValue(Int.self)
+        accuracies = try decoder.int()
         source = try decoder.reader.string()
     }
 }
@@ -134,13 +134,13 @@ extension VisitDetector.Track: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         let stay = try VisitDetector.Cluster(binary: decoder)
-        let confirmed = try decoder.decodeValue(Bool.self)
-        let next = try decoder.decodeValue(VisitDetector.Cluster?.self)
-        let outsideSince = try decoder.decodeValue(Date?.self)
-        let seq = try decoder.decodeValue(Int.self)
+        let confirmed = try decoder.bool()
+        let next = try decoder.optional(VisitDetector.Cluster.self)
+        let outsideSince = try decoder.optional(decoder.date)
+        let seq = try decoder.int()
         self.init(
             stay: stay, confirmed: confirmed, next: next, outsideSince: outsideSince, seq: seq,
-            lastFix: try decoder.decodeValue(Date.self))
+            lastFix: try decoder.date())
     }
 }
 
@@ -170,9 +170,9 @@ extension BeaconEngine.HeardBeacon: BinarySnapshotValue {
     init(binary decoder: BinaryDecoding) throws {
         let identity = try decoder.decodeValue(BeaconIdentity.self)
         let slots = try decoder.decodeValue([Int32].self)
-        let generation = try decoder.decodeValue(Int.self)
+        let generation = try decoder.int()
         let lastSeen = try decoder.reader.double()
-        let tx1m = try decoder.decodeValue(Double?.self)
+        let tx1m = try decoder.optional { try decoder.reader.double() }
         self.init(
             identity: identity, slots: slots, generation: generation, lastSeen: lastSeen, tx1m: tx1m,
             samples: try decoder.decodeValue(RSSISamples.self))
@@ -193,7 +193,7 @@ extension BeaconEngine.RegionState: BinarySnapshotValue {
         let slot = try decoder.decodeValue(Int32.self)
         let membership = try Membership(binary: decoder)
         let lastMatch = try decoder.reader.double()
-        let strongest = try decoder.decodeValue(BeaconIdentity?.self)
+        let strongest = try decoder.optional { try decoder.decodeValue(BeaconIdentity.self) }
         let strongestRSSI = try decoder.reader.double()
         self.init(
             slot: slot, membership: membership, lastMatch: lastMatch, strongest: strongest,
@@ -214,13 +214,13 @@ extension BeaconEngine.ScannerSubject: BinarySnapshotValue {
 
     init(binary decoder: BinaryDecoding) throws {
         let id = try decoder.reader.string()
-        let beacons = try decoder.decodeValue([BeaconEngine.HeardBeacon].self)
-        let regions = try decoder.decodeValue([BeaconEngine.RegionState].self)
+        let beacons = try decoder.array(of: BeaconEngine.HeardBeacon.self)
+        let regions = try decoder.array(of: BeaconEngine.RegionState.self)
         let lastReport = try decoder.reader.double()
         let lastRanging = try decoder.reader.double()
-        let stale = try decoder.decodeValue(Bool.self)
+        let stale = try decoder.bool()
         self.init(
             id: id, beacons: beacons, regions: regions, lastReport: lastReport, lastRanging: lastRanging, stale: stale,
-            closest: try decoder.decodeValue(Closest?.self))
+            closest: try decoder.optional { try decoder.decodeValue(Closest.self) })
     }
 }
