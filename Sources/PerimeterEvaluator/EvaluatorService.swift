@@ -196,8 +196,6 @@ final class EvaluatorRuntime {
                 snapshot = try VenueEvaluator.decodeSnapshot(
                     Snapshot.self, from: data, source: "the state snapshot in \(configuration.databasePath)")
             } catch {
-                metrics.add("perimeter_snapshot_unreadable_total")
-                logger.error("state snapshot unreadable", metadata: ["error": "\(error)", "seq": "\(seq)"])
                 // The journal up to the snapshot is gone: replaying what is left would start
                 // from a state that never was. Refuse, and say what to do.
                 throw EvaluatorError(
@@ -949,9 +947,6 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_inbound_rejected_total", .counter,
             help: "Inbound messages refused, by venue and code (json, schema, range, sender, futureTime, tooLarge …).")
-        metrics.declare(
-            "perimeter_snapshot_unreadable_total", .counter,
-            help: "State snapshots that could not be read at start (the error names the file and byte offset).")
         metrics.declare(
             "perimeter_clock_repairs_total", .counter,
             help:
