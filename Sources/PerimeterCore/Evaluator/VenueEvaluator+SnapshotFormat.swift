@@ -7,8 +7,13 @@ import Foundation
 /// an upgrade restarts from the snapshot it finds and writes binary from its next one.
 extension VenueEvaluator {
     /// The binary snapshot format version written now; bump it when a snapshot type changes in
-    /// a way an older reader would misread (a removed or retyped field: added optional fields
-    /// are read as absent by older readers, and skipped by them).
+    /// a way an older reader would misread: a removed or retyped field, or any change to a type
+    /// with a hand-written form (``BinarySnapshotValue``: its fields have no keys). Fields added
+    /// to the other types need no bump (a struct's fields are keyed: a missing optional field
+    /// reads as absent, an unknown one is skipped). After a bump, the hand-written readers read
+    /// the new layout only: keep a reader for the old one, or raise the lower bound of the
+    /// versions ``decodeSnapshot(_:from:source:)`` accepts so that an old file is refused
+    /// with a clear error rather than misread.
     public static let snapshotFormatVersion: UInt32 = 1
 
     /// A snapshot's bytes in the binary format.
