@@ -191,14 +191,25 @@ final class EvaluatorRuntime {
         let started = ContinuousClock.now
         if let (seq, data) = try store.loadSnapshot() {
             let snapshot: Snapshot
+            let decoding = ContinuousClock.now
             do {
-                snapshot = try VenueEvaluator.snapshotDecoder().decode(Snapshot.self, from: Data(data))
+                snapshot = try VenueEvaluator.decodeSnapshot(
+                    Snapshot.self, from: data, source: "the state snapshot in \(configuration.databasePath)")
             } catch {
+                // The journal up to the snapshot is gone: replaying what is left would start
+                // from a state that never was. Refuse, and say what to do.
                 throw EvaluatorError(
-                    "cannot read the state snapshot in \(configuration.databasePath) (written by another version?): \(error). "
-                        + "Restore the database from a backup taken with the version that wrote it, or run that version."
+                    "cannot read \(error) (written by another version, or damaged). The journal before it was dropped "
+                        + "when it was written, so the state cannot be rebuilt without it: restore the database from a "
+                        + "backup, run the version that wrote it, or move the database aside to start from an empty state."
                 )
             }
+            logger.info(
+                "snapshot decoded",
+                metadata: [
+                    "format": .string(BinaryFormat.isBinary(data) ? "binary" : "json"),
+                    "seconds": "\(ContinuousClock.now - decoding)",
+                ])
             for venue in configuration.venues {
                 if let state = snapshot.venues[venue.settings.id] {
                     venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, restoring: state)
@@ -273,8 +284,8 @@ final class EvaluatorRuntime {
     /// ``takeSnapshotNow()``).
     private func takeSnapshot() throws {
         let started = ContinuousClock.now
-        let data = try VenueEvaluator.snapshotEncoder().encode(currentSnapshot)
-        try store.saveSnapshot(seq: cursor, data: Array(data), now: clock.now)
+        let data = try VenueEvaluator.encodeSnapshot(currentSnapshot)
+        try store.saveSnapshot(seq: cursor, data: data, now: clock.now)
         sinceSnapshot = 0
         lastSnapshotAt = clock.now
         logger.info(
@@ -304,8 +315,8 @@ final class EvaluatorRuntime {
     private(set) lazy var snapshotWriter = SnapshotWriter { [path = configuration.databasePath, logger] job in
         let started = ContinuousClock.now
         do {
-            let data = try VenueEvaluator.snapshotEncoder().encode(job.snapshot)
-            try EvaluatorStore(path: path).saveSnapshot(seq: job.seq, data: Array(data), now: job.now)
+            let data = try VenueEvaluator.encodeSnapshot(job.snapshot)
+            try EvaluatorStore(path: path).saveSnapshot(seq: job.seq, data: data, now: job.now)
             returnFreedMemoryToSystem()
             logger.info(
                 "snapshot taken",

@@ -1,0 +1,43 @@
+import Foundation
+
+/// How the evaluator's state is written to and read from its database.
+///
+/// Written in the binary format (``BinarySnapshotEncoder``) since format version 1; the JSON
+/// snapshots written before are still read (``BinaryFormat/isBinary(_:)`` tells them apart), so
+/// an upgrade restarts from the snapshot it finds and writes binary from its next one.
+extension VenueEvaluator {
+    /// The binary snapshot format version written now; bump it when a snapshot type changes in
+    /// a way an older reader would misread: a removed or retyped field, or any change to a type
+    /// with a hand-written form (``BinarySnapshotValue``: its fields have no keys). Fields added
+    /// to the other types need no bump (a struct's fields are keyed: a missing optional field
+    /// reads as absent, an unknown one is skipped). After a bump, the hand-written readers read
+    /// the new layout only: keep a reader for the old one, or raise the lower bound of the
+    /// versions ``decodeSnapshot(_:from:source:)`` accepts so that an old file is refused
+    /// with a clear error rather than misread.
+    public static let snapshotFormatVersion: UInt32 = 1
+
+    /// A snapshot's bytes in the binary format.
+    public static func encodeSnapshot<T: Encodable>(_ snapshot: T) throws -> [UInt8] {
+        try BinarySnapshotEncoder().encode(snapshot, version: snapshotFormatVersion)
+    }
+
+    /// Reads a snapshot in the binary format or, from before it, JSON.
+    /// - Parameter source: names the file in errors.
+    /// - Throws: ``SnapshotFormatError`` naming `source`, the byte offset and the problem.
+    public static func decodeSnapshot<T: Decodable>(_ type: T.Type, from bytes: [UInt8], source: String) throws -> T {
+        if BinaryFormat.isBinary(bytes) {
+            return try BinarySnapshotDecoder().decode(
+                type, from: bytes, source: source, versions: 1...snapshotFormatVersion
+            ).value
+        }
+        guard bytes.first == UInt8(ascii: "{") else {
+            throw SnapshotFormatError(
+                source: source, offset: 0, problem: "neither a binary snapshot (bad magic) nor a JSON one")
+        }
+        do {
+            return try snapshotDecoder().decode(type, from: Data(bytes))
+        } catch {
+            throw SnapshotFormatError(source: source, offset: 0, problem: "JSON snapshot: \(error)")
+        }
+    }
+}
