@@ -406,10 +406,7 @@ final class EvaluatorRuntime {
         let signalWork: @Sendable () -> Void = { wakes.work() }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
-        let journal = ArrivalJournal(
-            logger: logger, transaction: { try journalStore.database.transaction(.immediate, $0) },
-            journalled: signalWork
-        ) { [clock, progress] in
+        let journal = ArrivalJournal(logger: logger) { [clock, progress] in
             if $0.topic == EvaluatorService.brokerDroppedTopic {
                 EvaluatorService.noteBrokerDropped($0.payload, retained: $0.retain, metrics: metrics)
                 return
@@ -421,6 +418,7 @@ final class EvaluatorRuntime {
                     .oversized, topic: $0.topic, payload: Array(String($0.payload.count).utf8), received: clock.now)
                 : try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
             progress.journalled($0.topic, seq: seq)
+            signalWork()
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
@@ -434,7 +432,7 @@ final class EvaluatorRuntime {
         // queued on `client.messages` (a second copy of each message that nobody read).
         mqtt.inboundBufferSize = 0
         arrivals = journal
-        let client = try MQTTClient(mqtt, onBatch: { journal.append($0) })
+        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
         let server = try startHTTP(client)
         defer { server?.stop() }
         // The broker may come up after us: keep trying (the client backs off), and say so.

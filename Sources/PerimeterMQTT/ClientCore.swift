@@ -20,12 +20,6 @@ final class ClientCore: @unchecked Sendable {
     let inbound: AsyncStream<MQTTMessage>.Continuation
     /// Called on the network thread for every message, before it is queued for the consumer.
     let onReceive: (@Sendable (MQTTMessage) -> Void)?
-    /// Called on the network thread after each turn of the network loop with the messages that
-    /// turn received, in order (after `onReceive` saw each).
-    let onBatch: (@Sendable ([MQTTMessage]) -> Void)?
-    /// The messages of the loop turn under way, for `onBatch`. Touched only on the loop thread
-    /// (libmosquitto calls `onMessage` from inside `mosquitto_loop`).
-    private var arrivals: [MQTTMessage] = []
     let dropped = Atomic<Int>(0)
     let received = Atomic<Int>(0)
     /// Signalled to cut a backoff sleep short when stopping.
@@ -92,12 +86,11 @@ final class ClientCore: @unchecked Sendable {
 
     init(
         configuration: MQTTConfiguration, inbound: AsyncStream<MQTTMessage>.Continuation,
-        onReceive: (@Sendable (MQTTMessage) -> Void)? = nil, onBatch: (@Sendable ([MQTTMessage]) -> Void)? = nil
+        onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
     ) throws(MQTTError) {
         self.configuration = configuration
         self.inbound = inbound
         self.onReceive = onReceive
-        self.onBatch = onBatch
         self.isV5 = configuration.protocolVersion == .v5
         self.endpoints = configuration.endpoints
         let persistent = !configuration.cleanStart
@@ -426,7 +419,6 @@ final class ClientCore: @unchecked Sendable {
                 }
             }
             let rc = mosquitto_loop(handle, 500, 1)
-            deliverArrivals()
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) {
                 socketOpen = false
                 if state.withLock({ $0.stopRequested }) { break }
@@ -438,19 +430,8 @@ final class ClientCore: @unchecked Sendable {
                 connectionFailed(error)
             }
         }
-        deliverArrivals()
         state.withLock { $0.loopExited = true }
         closeEverything()
-    }
-
-    /// Hands the loop turn's messages to `onBatch` at once: libmosquitto reads every packet
-    /// waiting (as many as QoS 1 messages are in flight) in one turn, so a service journals a
-    /// burst in one transaction (group commit) instead of one per message.
-    private func deliverArrivals() {
-        guard !arrivals.isEmpty, let onBatch else { return }
-        let batch = arrivals
-        arrivals.removeAll(keepingCapacity: true)
-        onBatch(batch)
     }
 
     private func connectSocket() -> Int32 {
@@ -614,8 +595,7 @@ final class ClientCore: @unchecked Sendable {
             topic: topic, payload: payload, qos: QoS(rawValue: raw.qos) ?? .atMostOnce, retain: raw.retain,
             properties: isV5 ? MQTTProperties(cList: properties) : .none)
         onReceive?(received)
-        if onBatch != nil { arrivals.append(received) }
-        // A service that takes every message in `onReceive` or `onBatch` asks for no second copy.
+        // A service that takes every message in `onReceive` asks for no second copy.
         if configuration.inboundBufferSize == 0 { return }
         switch inbound.yield(received) {
         case .enqueued: self.received.add(1, ordering: .relaxed)

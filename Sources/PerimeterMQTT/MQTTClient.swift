@@ -26,17 +26,13 @@ public final class MQTTClient: Sendable {
 
     /// Creates the client; nothing touches the network until ``connect(timeout:)``.
     /// - Throws: ``MQTTError`` when libmosquitto rejects the configuration (e.g. an unreadable CA file).
-    /// - Parameters:
-    ///   - onReceive: called on the client's network thread for every inbound message, before
-    ///     it is queued on ``messages``. Keep it short: it holds up the network loop.
-    ///   - onBatch: called on the network thread after each turn of its loop with the inbound
-    ///     messages that turn read, in order. With QoS 1 libmosquitto acknowledges a message as
-    ///     it reads it, so a service that must not lose one across a crash journals them here,
-    ///     synchronously and in one transaction (group commit), shrinking the window between
-    ///     acknowledgement and durability to one loop turn and one commit.
+    /// - Parameter onReceive: called on the client's network thread for every inbound message,
+    ///   before it is queued on ``messages``. With QoS 1 libmosquitto acknowledges a message as
+    ///   it arrives, so a service that must not lose one across a crash journals it here,
+    ///   synchronously, shrinking the window between acknowledgement and durability to the
+    ///   journal write. Keep it short: it holds up the network loop.
     public init(
-        _ configuration: MQTTConfiguration, onReceive: (@Sendable (MQTTMessage) -> Void)? = nil,
-        onBatch: (@Sendable ([MQTTMessage]) -> Void)? = nil
+        _ configuration: MQTTConfiguration, onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
     )
         throws(MQTTError)
     {
@@ -45,8 +41,7 @@ public final class MQTTClient: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(
             of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(max(1, configuration.inboundBufferSize)))
         messages = MQTTMessages(stream: stream)
-        core = try ClientCore(
-            configuration: configuration, inbound: continuation, onReceive: onReceive, onBatch: onBatch)
+        core = try ClientCore(configuration: configuration, inbound: continuation, onReceive: onReceive)
     }
 
     deinit {

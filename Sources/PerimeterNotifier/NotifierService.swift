@@ -136,10 +136,10 @@ final class NotifierRuntime {
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let wakes = Wakes<Reload>()
-        let journal = ArrivalJournal(
-            logger: logger, transaction: { try journalStore.database.transaction(.immediate, $0) },
-            journalled: { wakes.work() }
-        ) { try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now) }
+        let journal = ArrivalJournal(logger: logger) {
+            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            wakes.work()
+        }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
             will: MQTTConfiguration.Will(
@@ -147,7 +147,7 @@ final class NotifierRuntime {
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
         // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
         mqtt.inboundBufferSize = 0
-        let client = try MQTTClient(mqtt, onBatch: { journal.append($0) })
+        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
         let server = try startHTTP(client)
         defer { server?.stop() }
         try await client.connect(timeout: .seconds(366 * 86_400))
