@@ -136,7 +136,7 @@ public final class PartitionLeaseKeeper: Sendable {
         var released: [Int: UInt64] = [:]
         do {
             let prefix = "\(venue).m."
-            members = try store.keys().filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+            members = try store.keys(prefix: prefix).map { String($0.dropFirst(prefix.count)) }
             for partition in partitions.all {
                 guard let entry = try store.get(partitionKey(partition)) else { continue }
                 let json = try? JSONParser.parse(entry.value)

@@ -71,6 +71,26 @@ public final class NATSConnection: @unchecked Sendable {
         return NATSKeyValue(store: store, bucket: bucket, owner: self)
     }
 
+    /// The subjects of `stream` that hold messages and match `filter`, in one stream-info
+    /// request (no watcher: it answers even while the subjects are being written).
+    func subjects(stream: String, filter: String) throws(NATSError) -> [String] {
+        var options = jsOptions()
+        try NATSError.check(jsOptions_Init(&options), "jsOptions_Init", context: stream)
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(rawValue: 0)
+        let status = filter.withCString { text -> natsStatus in
+            options.Stream.Info.SubjectsFilter = text
+            return js_GetStreamInfo(&info, jetStream, stream, &options, &code)
+        }
+        try NATSError.check(status, "js_GetStreamInfo", context: "\(stream) subjects \(filter)")
+        guard let info else { return [] }
+        defer { jsStreamInfo_Destroy(info) }
+        guard let subjects = info.pointee.State.Subjects else { return [] }
+        return (0..<Int(subjects.pointee.Count)).compactMap { index in
+            subjects.pointee.List[index].Subject.map { String(cString: $0) }
+        }
+    }
+
     /// Closes the connection; stores taken from it must not be used afterwards.
     public func close() {
         if let jetStream { jsCtx_Destroy(jetStream) }
@@ -152,14 +172,20 @@ public final class NATSKeyValue: @unchecked Sendable {
         return revision
     }
 
-    /// Every key that holds a value (deleted and expired keys are left out).
-    public func keys() throws(NATSError) -> [String] {
-        var list = kvKeysList()
-        let status = kvStore_Keys(&list, store, nil)
-        if status == NATS_NOT_FOUND { return [] }
-        try NATSError.check(status, "kvStore_Keys", context: bucket)
-        defer { kvKeysList_Destroy(&list) }
-        return (0..<Int(list.Count)).compactMap { list.Keys[$0].map { String(cString: $0) } }
+    /// The keys under `prefix` (a whole token, e.g. `museum.m.`) that hold a value: deleted and
+    /// expired keys are left out. One stream-info request for the subjects, then one read per
+    /// key. Not `kvStore_Keys`: its watcher waits for a moment with nothing pending, which a
+    /// bucket written every second by several keepers may never give (a suite run under load
+    /// hung in it for minutes).
+    public func keys(prefix: String) throws(NATSError) -> [String] {
+        let subjectPrefix = "$KV.\(bucket)."
+        var keys: [String] = []
+        for subject in try owner.subjects(stream: "KV_\(bucket)", filter: subjectPrefix + prefix + ">") {
+            guard subject.hasPrefix(subjectPrefix) else { continue }
+            let key = String(subject.dropFirst(subjectPrefix.count))
+            if try get(key) != nil { keys.append(key) }
+        }
+        return keys.sorted()
     }
 
     /// Deletes the key (a delete marker): a later ``create(_:_:)`` succeeds.

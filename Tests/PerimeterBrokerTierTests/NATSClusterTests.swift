@@ -23,6 +23,22 @@ struct NATSClusterTests {
             backoff: .init(initial: .milliseconds(100), maximum: .seconds(1)))
     }
 
+    /// A client on `port` whose messages an inbox collects, connected and subscribed to `filters`,
+    /// stopped and disconnected by `cleanup`.
+    static func connectedInbox(
+        _ name: String, port: Int, cleanStart: Bool = true, filters: [String], cleanup: Cleanup
+    ) async throws -> Inbox {
+        let client = try MQTTClient(Self.client(name, port: port, cleanStart: cleanStart))
+        let inbox = Inbox(client)
+        cleanup.add {
+            inbox.stop()
+            await client.disconnect()
+        }
+        try await client.connect(timeout: .seconds(20))
+        for filter in filters { try await client.subscribe(filter, qos: .atLeastOnce) }
+        return inbox
+    }
+
     @Test("kill -9 the node the evaluator is connected to: it reconnects to another and loses nothing at QoS 1")
     func nodeLoss() async throws {
         try await Cleanup.around { cleanup in try await nodeLoss(cleanup) }
@@ -43,15 +59,9 @@ struct NATSClusterTests {
         let evaluator = try await Tier.startEvaluator(configPath, timeout: .seconds(60), cleanup: cleanup)
 
         // The consumer and the agent sit on the nodes that stay up.
-        let consumer = try MQTTClient(Self.client("consumer", port: cluster.nodes[2].mqttPort, cleanStart: false))
-        let inbox = Inbox(consumer)
-        cleanup.add {
-            inbox.stop()
-            await consumer.disconnect()
-        }
-        try await consumer.connect(timeout: .seconds(20))
-        for filter in Tier.transitionFilters { try await consumer.subscribe(filter, qos: .atLeastOnce) }
-        try await consumer.subscribe("\(Tier.root)/deadletter/evaluator", qos: .atLeastOnce)
+        let inbox = try await Self.connectedInbox(
+            "consumer", port: cluster.nodes[2].mqttPort, cleanStart: false,
+            filters: Tier.transitionFilters + ["\(Tier.root)/deadletter/evaluator"], cleanup: cleanup)
         let publisher = try MQTTClient(Self.client("agent", port: cluster.nodes[1].mqttPort))
         cleanup.add { await publisher.disconnect() }
         try await publisher.connect(timeout: .seconds(20))

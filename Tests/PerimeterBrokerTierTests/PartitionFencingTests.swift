@@ -53,14 +53,9 @@ struct PartitionFencingTests {
         try await Cleanup.around { cleanup in
             let cluster = try await NATSCluster.start()
             cleanup.add { await cluster.stop() }
-            let consumer = try MQTTClient(NATSClusterTests.client("fenced", port: cluster.nodes[2].mqttPort))
-            let inbox = Inbox(consumer)
-            cleanup.add {
-                inbox.stop()
-                await consumer.disconnect()
-            }
-            try await consumer.connect(timeout: .seconds(20))
-            try await consumer.subscribe("perimeter/v1/museum/fenced/#", qos: .atLeastOnce)
+            let inbox = try await NATSClusterTests.connectedInbox(
+                "fenced", port: cluster.nodes[2].mqttPort, filters: ["perimeter/v1/museum/fenced/#"],
+                cleanup: cleanup)
 
             func holder(_ instance: String, node: Int) throws -> ChildProcess {
                 let child = try ChildProcess(

@@ -23,15 +23,9 @@ struct PartitionMappingTests {
             let cluster = try await NATSCluster.start(mappings: [partitioning.natsMapping(topics: topics)])
             cleanup.add { await cluster.stop() }
 
-            let consumer = try MQTTClient(NATSClusterTests.client("mapped", port: cluster.nodes[2].mqttPort))
-            let inbox = Inbox(consumer)
-            cleanup.add {
-                inbox.stop()
-                await consumer.disconnect()
-            }
-            try await consumer.connect(timeout: .seconds(20))
-            try await consumer.subscribe("\(topics.root)/p/+/obs/+/+", qos: .atLeastOnce)
-            try await consumer.subscribe(topics.allObservations, qos: .atLeastOnce)
+            let inbox = try await NATSClusterTests.connectedInbox(
+                "mapped", port: cluster.nodes[2].mqttPort,
+                filters: ["\(topics.root)/p/+/obs/+/+", topics.allObservations], cleanup: cleanup)
             let agent = try MQTTClient(NATSClusterTests.client("agent", port: cluster.nodes[1].mqttPort))
             cleanup.add { await agent.disconnect() }
             try await agent.connect(timeout: .seconds(20))
