@@ -39,7 +39,9 @@ struct AgentCommand: ParsableCommand {
     var replay: String?
 
     @Option(
-        help: "Venue directory or file for the simulator (simulator.venue); its name is the venue published on unless agent.venue is set.",
+        help:
+            "Venue directory or file for the simulator (simulator.venue); its name is the venue published on "
+            + "unless agent.venue is set.",
         valueName: "dir|file")
     var venue: String?
 
