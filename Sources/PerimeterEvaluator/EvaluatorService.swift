@@ -389,12 +389,23 @@ final class EvaluatorRuntime {
         // Who serves the venues is settled before the main session subscribes anything.
         let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
         try await lease.start(wait: configuration.leaseWait)
-        defer { Task { [lease] in await lease.stop() } }
+        // The lease keeper's session ends when serving ends, however it ends, before run returns.
+        do {
+            try await serve(lease: lease)
+        } catch {
+            await lease.stop()
+            throw error
+        }
+        await lease.stop()
+    }
+
+    /// Serves the venues once the lease keeper runs: settles who publishes, then journals,
+    /// processes and publishes until cancelled.
+    private func serve(lease: LeaseKeeper) async throws {
         switch LeasePolicy.start(
             role: configuration.role, me: configuration.instance, venues: Array(venueIDs), view: lease.view)
         {
         case .refuse(let reason):
-            await lease.stop()
             throw EvaluatorError(reason)
         case .active: publishing = true
         case .standby: publishing = false
