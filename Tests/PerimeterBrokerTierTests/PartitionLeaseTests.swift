@@ -76,6 +76,9 @@ struct PartitionLeaseTests {
                 let round = await a.stepAsync()
                 roundTimes.append(ContinuousClock.now - started)
                 #expect(round.lost.isEmpty)
+                // A keeper's pace against a real store: the bucket's TTL runs on the NATS servers'
+                // own clock, which no manual clock moves (the policy's timing is pinned on a manual
+                // clock in PartitioningTests).
                 try await Task.sleep(for: .milliseconds(400))
             }
             #expect(a.held == tokensA)

@@ -107,12 +107,11 @@ public struct RegionEvent: Sendable, Hashable, Codable {
         return message
     }
 
-    /// The event as the JSON payload of its topic (DESIGN.md §4).
-    /// The published payload's text: ``payload`` with `venue` after `event` (for a state,
-    /// last), written straight to text. Building the payload as an object, copying it with the
-    /// venue and serializing it was a sixth of the evaluator's processing (`bench pipeline`);
-    /// the text is the same, member for member (RegionEventPayloadTests).
-    public func publishedText(venue: String) -> String {
+    /// The event's payload as published on its topic (DESIGN.md §4, topics.md), written straight
+    /// to text, with `venue` after `event` (for a state, last) when one is given. Building the
+    /// payload as an object, copying it with the venue and serializing it was a sixth of the
+    /// evaluator's processing (`bench pipeline`). RegionEventPayloadTests pins the members.
+    public func publishedText(venue: String?) -> String {
         var out = ""
         out.reserveCapacity(kind == .state ? 160 : 320)
         func member(_ name: String, first: Bool = false) {
@@ -130,13 +129,13 @@ public struct RegionEvent: Sendable, Hashable, Codable {
             string("subject", subject)
             string("t", Timestamp.format(t))
             if let reason { string("reason", reason) }
-            string("venue", venue)
+            if let venue { string("venue", venue) }
             out += "}"
             return out
         }
         string("id", id, first: true)
         string("event", kind.rawValue)
-        string("venue", venue)
+        if let venue { string("venue", venue) }
         string("region", region)
         string("subject", subject)
         string("t", Timestamp.format(t))
@@ -176,35 +175,8 @@ public struct RegionEvent: Sendable, Hashable, Codable {
         return out
     }
 
+    /// The event as the JSON payload of its topic, without the venue (the text read back).
     public var payload: JSONValue {
-        var object = JSONObject()
-        if kind == .state {
-            object["state"] = .string(state?.rawValue ?? "unknown")
-            object["region"] = .string(region)
-            object["subject"] = .string(subject)
-            object["t"] = .string(Timestamp.format(t))
-            if let reason { object["reason"] = .string(reason) }
-            return .object(object)
-        }
-        object["id"] = .string(id)
-        object["event"] = .string(kind.rawValue)
-        object["region"] = .string(region)
-        object["subject"] = .string(subject)
-        object["t"] = .string(Timestamp.format(t))
-        object["seq"] = .number(Double(seq))
-        object["source"] = .string(source)
-        if interpolated { object["interpolated"] = true }
-        if let refinement { object["refinement"] = .object(refinement.json) }
-        if held { object["held"] = true }
-        if let fix {
-            var position = JSONObject()
-            position["t"] = .string(Timestamp.format(fix.t))
-            position["lat"] = .number(fix.position.lat)
-            position["lon"] = .number(fix.position.lon)
-            if let accuracy = fix.accuracy { position["acc"] = .number(accuracy) }
-            if let floor = fix.floor { position["floor"] = .number(Double(floor)) }
-            object["fix"] = .object(position)
-        }
-        return .object(object)
+        (try? JSONParser.parse(publishedText(venue: nil))) ?? .null
     }
 }

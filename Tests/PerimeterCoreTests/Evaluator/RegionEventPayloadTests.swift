@@ -3,28 +3,48 @@ import PerimeterCore
 import Testing
 
 /// The published event text is written straight to text (`RegionEvent.publishedText`); it must
-/// be, byte for byte, what building the payload object, adding the venue (after `event`; last for
-/// a state) and serializing it gives — the form consumers have always received.
+/// be, byte for byte, what building the payload object member by member, adding the venue (after
+/// `event`; last for a state) and serializing it gives — the form consumers have always received.
 @Suite("Published event payloads")
 struct RegionEventPayloadTests {
     static let t0 = Date(timeIntervalSince1970: 1_764_547_200.06)
     static let identity = BeaconIdentity.iBeacon(
         uuid: BeaconPrefix(high: 0xF782_6DA6_4FA2_4E98, low: 0x8024_BC5B_71E0_893E), major: 1, minor: 7)
 
-    /// What the evaluator published before the direct writer: the payload object with the venue.
-    static func reference(_ event: RegionEvent, venue: String) -> String {
-        let base = event.payload.objectValue ?? JSONObject()
-        var payload = JSONObject()
+    /// What the evaluator published before the direct writer, built as it was then: the payload
+    /// object member by member, the venue after `event` (for a state, last), serialized.
+    static func reference(_ event: RegionEvent, venue: String?) -> String {
+        var object = JSONObject()
         if event.kind == .state {
-            payload = base
-            payload["venue"] = .string(venue)
-        } else {
-            for (key, value) in base {
-                payload[key] = value
-                if key == "event" { payload["venue"] = .string(venue) }
-            }
+            object["state"] = .string(event.state?.rawValue ?? "unknown")
+            object["region"] = .string(event.region)
+            object["subject"] = .string(event.subject)
+            object["t"] = .string(Timestamp.format(event.t))
+            if let reason = event.reason { object["reason"] = .string(reason) }
+            if let venue { object["venue"] = .string(venue) }
+            return JSONValue.object(object).serialized()
         }
-        return JSONValue.object(payload).serialized()
+        object["id"] = .string(event.id)
+        object["event"] = .string(event.kind.rawValue)
+        if let venue { object["venue"] = .string(venue) }
+        object["region"] = .string(event.region)
+        object["subject"] = .string(event.subject)
+        object["t"] = .string(Timestamp.format(event.t))
+        object["seq"] = .number(Double(event.seq))
+        object["source"] = .string(event.source)
+        if event.interpolated { object["interpolated"] = true }
+        if let refinement = event.refinement { object["refinement"] = .object(refinement.json) }
+        if event.held { object["held"] = true }
+        if let fix = event.fix {
+            var position = JSONObject()
+            position["t"] = .string(Timestamp.format(fix.t))
+            position["lat"] = .number(fix.position.lat)
+            position["lon"] = .number(fix.position.lon)
+            if let accuracy = fix.accuracy { position["acc"] = .number(accuracy) }
+            if let floor = fix.floor { position["floor"] = .number(Double(floor)) }
+            object["fix"] = .object(position)
+        }
+        return JSONValue.object(object).serialized()
     }
 
     @Test(
@@ -48,6 +68,8 @@ struct RegionEventPayloadTests {
     func sameText(_ event: RegionEvent) throws {
         let text = event.publishedText(venue: "museum")
         #expect(text == Self.reference(event, venue: "museum"))
+        // The payload without the venue (replay, subjects show) is the same text read back.
+        #expect(event.payload.serialized() == Self.reference(event, venue: nil))
         // And it is JSON that reads back as the payload plus the venue.
         let parsed = try JSONParser.parse(Array(text.utf8))
         #expect(parsed["venue"] == "museum")
