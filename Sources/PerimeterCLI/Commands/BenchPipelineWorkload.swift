@@ -137,6 +137,17 @@ struct BenchPipelineWorkload {
     }
 
     func messages(_ range: Range<Int>) -> [(topic: String, payload: [UInt8])] { range.map(message) }
+
+    /// A subject's privacy inputs as a consenting phone sends them: its authorization record
+    /// (`always`, full accuracy) and its in-use state. What the privacy gate keeps per subject.
+    func consent(_ subject: Int) -> [(topic: String, payload: [UInt8])] {
+        let root = Topics(prefix: Self.prefix, venue: Self.venue)
+        let id = subjectIDs[subject]
+        return [
+            (root.authorization(subject: id), Array(#"{"status":"always","accuracy":"full"}"#.utf8)),
+            (root.usage(subject: id), Array(#"{"inUse":true}"#.utf8)),
+        ]
+    }
 }
 
 /// The events the evaluator must publish for the workload, from the pure ``VenueEvaluator``

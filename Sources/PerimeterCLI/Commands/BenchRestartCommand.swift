@@ -37,6 +37,13 @@ struct BenchRestartCommand: ParsableCommand {
     @Option(help: "Give up when an evaluator is not online after this many seconds.", valueName: "s")
     var timeout: Double = 900
 
+    @Flag(
+        name: "no-consent",
+        help:
+            "Leave out the authorization record and in-use state every subject otherwise has (the privacy gate's per-subject state, which the memory target counts)."
+    )
+    var noConsent: Bool
+
     @Flag(help: "Keep the temporary directory (config, journal, logs) and print its path.")
     var keep: Bool
 
@@ -91,7 +98,7 @@ struct BenchRestartCommand: ParsableCommand {
         // Seed: the journal of an evaluator killed before it took any snapshot.
         let seedStarted = ContinuousClock.now
         let databasePath = directory.appendingPathComponent("evaluator-bench.sqlite").path
-        try Self.seed(databasePath: databasePath, regionsPath: regionsPath, workload: workload)
+        try Self.seed(databasePath: databasePath, regionsPath: regionsPath, workload: workload, consent: !noConsent)
         print(
             "seed:     \(subjects) observations journalled in \(Self.format(Self.seconds(ContinuousClock.now - seedStarted))) s"
         )
@@ -170,7 +177,9 @@ struct BenchRestartCommand: ParsableCommand {
     /// Writes the regions file's row and one observation per subject into the evaluator's
     /// journal, in one transaction, and moves the processed cursor to the end: what an
     /// evaluator killed before its first snapshot leaves.
-    static func seed(databasePath: String, regionsPath: String, workload: BenchPipelineWorkload) throws {
+    static func seed(
+        databasePath: String, regionsPath: String, workload: BenchPipelineWorkload, consent: Bool
+    ) throws {
         let store = try EvaluatorStore(path: databasePath)
         let regions = try Array(Data(contentsOf: URL(fileURLWithPath: regionsPath)))
         let received = workload.origin
@@ -179,6 +188,9 @@ struct BenchRestartCommand: ParsableCommand {
             try store.journal(
                 .regionsFile, topic: BenchPipelineWorkload.venue, payload: regions, received: received)
             for k in 0..<workload.subjects {
+                for (topic, payload) in consent ? workload.consent(k) : [] {
+                    last = try store.journal(topic: topic, payload: payload, received: received)
+                }
                 let (topic, payload) = workload.message(k)
                 last = try store.journal(topic: topic, payload: payload, received: received)
             }

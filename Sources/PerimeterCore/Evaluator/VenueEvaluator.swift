@@ -51,12 +51,12 @@ public struct VenueEvaluator: Sendable {
     /// Subjects inside each region (occupancy).
     private var inside: [String: Set<String>] = [:]
     /// Geographic place regions each subject is inside.
-    private var gpsPlaces: [String: Set<String>] = [:]
+    private var gpsPlaces: [String: IDSet] = [:]
     private var places: [String: PlaceAnswer] = [:]
     private var preferences: [String: SubjectPreferences] = [:]
     /// Which agents observe each subject, and the reverse.
-    private var observers: [String: Set<String>] = [:]
-    private var observed: [String: Set<String>] = [:]
+    private var observers: [String: IDSet] = [:]
+    private var observed: [String: IDSet] = [:]
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
     /// Subjects a gateway located (a room place), and when they were last heard.
@@ -68,8 +68,8 @@ public struct VenueEvaluator: Sendable {
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
-    public private(set) var authorization: [String: JSONValue] = [:]
-    public private(set) var usage: [String: JSONValue] = [:]
+    public private(set) var authorization: [String: JSONText] = [:]
+    public private(set) var usage: [String: JSONText] = [:]
     public private(set) var sessions: [String: JSONValue] = [:]
     /// Subjects with a Home Assistant `device_tracker` config out (VenueEvaluator+HomeAssistant).
     var homeAssistantTrackers: Set<String> = []
@@ -91,14 +91,14 @@ public struct VenueEvaluator: Sendable {
         var geofences: GeofenceEngine.Snapshot
         var beacons: BeaconEngine.Snapshot
         var inside: [String: Set<String>]
-        var gpsPlaces: [String: Set<String>]
+        var gpsPlaces: [String: IDSet]
         var places: [String: PlaceAnswer]
         var preferences: [String: SubjectPreferences]
-        var observers: [String: Set<String>]
-        var observed: [String: Set<String>]
+        var observers: [String: IDSet]
+        var observed: [String: IDSet]
         var offline: [String: Date]
-        var authorization: [String: JSONValue]
-        var usage: [String: JSONValue]
+        var authorization: [String: JSONText]
+        var usage: [String: JSONText]
         var sessions: [String: JSONValue]
         var privacy: PrivacyGate.State
         /// Absent from snapshots written before Home Assistant discovery.
@@ -315,12 +315,12 @@ public struct VenueEvaluator: Sendable {
             preferences[subject] = choices
             return .success(updatePlace(of: subject, at: receivedAt))
         case .authorization(let subject, let record):
-            authorization[subject] = record
+            authorization[subject] = record.map(JSONText.init)
             let gated = privacy.apply(
                 authorization: record.flatMap(AuthorizationRecord.init(json:)), subject: subject, at: receivedAt)
             return .success(apply(gated, at: receivedAt))
         case .usage(let subject, let record):
-            usage[subject] = record
+            usage[subject] = JSONText(record)
             let gated = privacy.apply(
                 usage: record["inUse"]?.boolValue ?? false, background: record["background"]?.boolValue ?? false,
                 subject: subject, at: receivedAt)
@@ -412,7 +412,7 @@ public struct VenueEvaluator: Sendable {
         let document: JSONValue = [
             "subject": .string(subject), "t": .string(Timestamp.format(t)),
             "status": .string(privacy.status(of: subject).rawValue),
-            "authorization": authorization[subject] ?? .null, "usage": usage[subject] ?? .null,
+            "authorization": authorization[subject]?.value ?? .null, "usage": usage[subject]?.value ?? .null,
             "inUse": .bool(privacy.isInUse(subject, at: t)),
             "sessions": .array(sessions.declared.map(JSONValue.string)),
             "defaultSessionCovers": .bool(sessions.byDefault),
@@ -481,7 +481,7 @@ public struct VenueEvaluator: Sendable {
             case .fullAccuracyRequest(let subject, let session, let purpose):
                 outputs.append(.fullAccuracyRequest(subject: subject, session: session, purpose: purpose))
             case .authorization(let subject, let record):
-                authorization[subject] = record.json
+                authorization[subject] = JSONText(record.json)
                 outputs.append(.authorization(subject: subject, record))
             case .unmonitor(let subject, let reason):
                 var events = geofences.forget(subject: subject, at: t, reason: reason)
@@ -608,7 +608,7 @@ public struct VenueEvaluator: Sendable {
         // An observation says its agent is running (OwnTracks apps send no online status after
         // their last will; their next location is the news).
         if offline[agent] != nil { offline[agent] = nil }
-        if observers[subject, default: []].insert(agent).inserted {
+        if observers[subject, default: []].insert(agent) {
             observed[agent, default: []].insert(subject)
         }
     }

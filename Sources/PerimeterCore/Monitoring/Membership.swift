@@ -39,7 +39,14 @@ struct Membership: Sendable, Codable {
     /// The last confirmed inside/outside, kept through unknown spells.
     var lastKnown: MembershipState?
     /// A change waiting out its delay, with the evidence that started it.
-    var pending: Pending?
+    var pending: Pending? {
+        get { pendingBox?.value }
+        set { pendingBox = newValue.map(OutOfLine.init) }
+    }
+    /// Out of line: the evidence is a fix and a beacon identity (~170 B), and nearly every
+    /// membership has nothing pending (`bench restart`: a subject's memberships went from
+    /// 552 B to ~250 B).
+    private var pendingBox: OutOfLine<Pending>?
 
     struct Pending: Sendable, Codable {
         var state: MembershipState
@@ -54,6 +61,10 @@ struct Membership: Sendable, Codable {
     var seq = 0
     /// The venue's erasure count when this membership began (nil: 0), part of its event ids.
     var epoch: Int?
+
+    private enum CodingKeys: String, CodingKey {
+        case state, lastKnown, pendingBox = "pending", enteredAt, insideSince, dwellFired, seq, epoch
+    }
 
     init(seq: Int = 0, epoch: Int = 0) {
         self.seq = seq

@@ -183,13 +183,34 @@ public struct VisitDetector: Sendable {
         /// Whether the stay's arrival was published.
         var confirmed = false
         /// The excursion's fixes that stay together (the next stay if the visit ends).
-        var next: Cluster?
+        var next: Cluster? {
+            get { nextBox?.value }
+            set { nextBox = newValue.map(OutOfLine.init) }
+        }
+        /// Out of line: a cluster is ~100 B and most subjects have no excursion under way.
+        private var nextBox: OutOfLine<Cluster>?
         /// The first fix outside the stay since the last one inside.
         var outsideSince: Date?
         /// The subject's visits so far.
         var seq = 0
         /// The last fix used (older ones are ignored).
         var lastFix: Date
+
+        init(
+            stay: Cluster, confirmed: Bool = false, next: Cluster? = nil, outsideSince: Date? = nil, seq: Int = 0,
+            lastFix: Date
+        ) {
+            self.stay = stay
+            self.confirmed = confirmed
+            self.outsideSince = outsideSince
+            self.seq = seq
+            self.lastFix = lastFix
+            self.next = next
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case stay, confirmed, nextBox = "next", outsideSince, seq, lastFix
+        }
     }
 
     /// What the detector remembers (snapshotted with the evaluator).

@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+
+@testable import PerimeterCore
+
+/// The compact forms of per-subject state (``IDSet``, ``JSONText``, ``OutOfLine``): the same
+/// semantics as what they replace, and the same stored forms, so snapshots read either way.
+@Suite("Compact per-subject state")
+struct CompactStateTests {
+    /// A step on a set and what the set holds after it, in order.
+    enum Step: CustomStringConvertible {
+        case insert(String, inserted: Bool)
+        case remove(String, removed: Bool)
+        var description: String {
+            switch self {
+            case .insert(let id, let inserted): "insert \(id) → \(inserted)"
+            case .remove(let id, let removed): "remove \(id) → \(removed)"
+            }
+        }
+    }
+
+    static let scripts: [[(Step, Set<String>)]] = [
+        [(.insert("a", inserted: true), ["a"]), (.insert("a", inserted: false), ["a"])],
+        [(.remove("a", removed: false), [])],
+        [
+            (.insert("a", inserted: true), ["a"]), (.remove("b", removed: false), ["a"]),
+            (.remove("a", removed: true), []),
+        ],
+        [
+            (.insert("a", inserted: true), ["a"]), (.insert("b", inserted: true), ["a", "b"]),
+            (.insert("b", inserted: false), ["a", "b"]), (.insert("c", inserted: true), ["a", "b", "c"]),
+            (.remove("b", removed: true), ["a", "c"]), (.remove("a", removed: true), ["c"]),
+            (.remove("a", removed: false), ["c"]), (.insert("a", inserted: true), ["a", "c"]),
+            (.remove("c", removed: true), ["a"]), (.remove("a", removed: true), []),
+        ],
+        [
+            (
+                .insert("a-subject-id-longer-than-fifteen-bytes", inserted: true),
+                ["a-subject-id-longer-than-fifteen-bytes"]
+            ),
+            (.insert("gw", inserted: true), ["a-subject-id-longer-than-fifteen-bytes", "gw"]),
+            (.remove("a-subject-id-longer-than-fifteen-bytes", removed: true), ["gw"]),
+        ],
+    ]
+
+    @Test("IDSet behaves as Set<String> step by step", arguments: scripts.indices)
+    func idSetSteps(script: Int) {
+        var ids = IDSet()
+        for (step, expected) in Self.scripts[script] {
+            switch step {
+            case .insert(let id, let inserted): #expect(ids.insert(id) == inserted, "\(step)")
+            case .remove(let id, let removed): #expect(ids.remove(id) == removed, "\(step)")
+            }
+            #expect(Set(ids) == expected, "after \(step)")
+            #expect(ids.count == expected.count && ids.isEmpty == expected.isEmpty, "after \(step)")
+            for id in ["a", "b", "c", "gw"] {
+                #expect(ids.contains(id) == expected.contains(id), "\(id) after \(step)")
+            }
+            // Equal contents, equal sets, however they were reached.
+            #expect(ids == IDSet(expected.sorted()), "after \(step)")
+            #expect(ids.hashValue == IDSet(expected.sorted()).hashValue, "after \(step)")
+        }
+    }
+
+    @Test("IDSet's stored forms are Set<String>'s, both ways", arguments: [[], ["a"], ["a", "b", "c"]] as [[String]])
+    func idSetStoredForms(ids: [String]) throws {
+        let set = Set(ids)
+        let compact = IDSet(ids)
+        // Binary snapshot: written by either, read by the other.
+        let fromSet = try BinarySnapshotEncoder().encode(["s": set], version: 1)
+        let fromCompact = try BinarySnapshotEncoder().encode(["s": compact], version: 1)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: IDSet].self, from: fromSet, source: "test", versions: 1...1)
+                .value["s"] == compact)
+        #expect(
+            try BinarySnapshotDecoder().decode(
+                [String: Set<String>].self, from: fromCompact, source: "test", versions: 1...1
+            ).value["s"] == set)
+        // JSON (snapshots from before the binary format).
+        let json = try JSONEncoder().encode(["s": set])
+        #expect(try JSONDecoder().decode([String: IDSet].self, from: json)["s"] == compact)
+        #expect(
+            try JSONDecoder().decode([String: Set<String>].self, from: JSONEncoder().encode(["s": compact]))["s"] == set
+        )
+    }
+
+    @Test("a repeated id in a stored set is refused, not silently merged")
+    func idSetRepeats() throws {
+        let bytes = try BinarySnapshotEncoder().encode(["a", "a"], version: 1)
+        #expect(throws: (any Error).self) {
+            try BinarySnapshotDecoder().decode(IDSet.self, from: bytes, source: "test", versions: 1...1).value
+        }
+    }
+
+    @Test("JSONText keeps the document and reads what JSONValue wrote, including the older structural form")
+    func jsonText() throws {
+        let record: JSONValue = ["status": "always", "accuracy": "full"]
+        let text = JSONText(record)
+        #expect(text.value == record)
+        let written = try BinarySnapshotEncoder().encode(["x": record], version: 1)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: JSONText].self, from: written, source: "test", versions: 1...1)
+                .value["x"] == text)
+        let back = try BinarySnapshotEncoder().encode(["x": text], version: 1)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: JSONValue].self, from: back, source: "test", versions: 1...1)
+                .value["x"] == record)
+        // The synthesized form JSONValue had before it was written as text.
+        let legacy = #"{"x":{"object":{"_0":{"keys":["inUse"],"storage":{"inUse":{"bool":{"_0":true}}}}}}}"#
+        let decoded = try JSONDecoder().decode([String: JSONText].self, from: Data(legacy.utf8))
+        #expect(decoded["x"]?.value == ["inUse": true])
+        // Text that is not JSON (a damaged snapshot) reads as null, never a crash.
+        let damaged = try BinarySnapshotEncoder().encode(["x": "{not json"], version: 1)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: JSONText].self, from: damaged, source: "test", versions: 1...1)
+                .value["x"]?.value == .null)
+    }
+
+    @Test("a membership's pending change and a visit's next cluster keep their stored key out of line")
+    func outOfLine() throws {
+        var membership = Membership(seq: 3)
+        #expect(membership.pending == nil)
+        membership.pending = .init(
+            state: .inside, since: Date(timeIntervalSince1970: 10), evidence: Evidence(source: "timer"))
+        var copy = membership
+        copy.pending?.since = Date(timeIntervalSince1970: 20)
+        #expect(membership.pending?.since == Date(timeIntervalSince1970: 10), "a copy's change leaves the original")
+        #expect(copy.pending?.since == Date(timeIntervalSince1970: 20))
+        let json = String(decoding: try JSONEncoder().encode(membership), as: UTF8.self)
+        #expect(json.contains(#""pending":"#) && !json.contains("Box"), "\(json)")
+        let back = try JSONDecoder().decode(Membership.self, from: Data(json.utf8))
+        #expect(back.pending?.state == .inside && back.seq == 3)
+        #expect(MemoryLayout<Membership>.size <= 80, "\(MemoryLayout<Membership>.size) B inline")
+        #expect(MemoryLayout<VisitDetector.Track>.size <= 160, "\(MemoryLayout<VisitDetector.Track>.size) B inline")
+    }
+}
