@@ -75,7 +75,8 @@ public struct GeofenceEngine: Sendable {
         /// The latest event time published for the subject (interpolated events never go before it).
         var lastEmitted: Date?
         var stale = false
-        var memberships: [String: Membership] = [:]
+        /// One or two entries for nearly every subject: a small map, not a hash table (~120 B less).
+        var memberships = SmallMap<Membership>()
     }
 
     public init(regions: [Region], parameters: GeofenceParameters = GeofenceParameters()) {

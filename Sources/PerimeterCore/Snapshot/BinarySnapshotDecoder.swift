@@ -330,4 +330,17 @@ extension BinaryDecoding {
         guard dictionary.count == count else { throw reader.error("a dictionary of \(count) repeats keys", at: start) }
         return dictionary
     }
+
+    /// ``dictionary(of:)``'s form read into a ``SmallMap`` (no hash table for a map of a few).
+    func smallMap<V: BinarySnapshotValue>(of type: V.Type) throws -> SmallMap<V> {
+        let start = reader.offset
+        let count = try reader.count(minimumElementSize: 2)
+        var map = SmallMap<V>()
+        for _ in 0..<count {
+            let key = try reader.string()
+            map[key] = try V(binary: self)
+        }
+        guard map.count == count else { throw reader.error("a dictionary of \(count) repeats keys", at: start) }
+        return map
+    }
 }

@@ -87,7 +87,7 @@ extension GeofenceEngine.Track: BinarySnapshotValue {
         lastTime = try decoder.optional(decoder.date)
         lastEmitted = try decoder.optional(decoder.date)
         stale = try decoder.bool()
-        memberships = try decoder.dictionary(of: Membership.self)
+        memberships = try decoder.smallMap(of: Membership.self)
     }
 }
 

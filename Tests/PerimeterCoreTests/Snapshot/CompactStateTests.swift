@@ -133,4 +133,53 @@ struct CompactStateTests {
         #expect(MemoryLayout<Membership>.size <= 80, "\(MemoryLayout<Membership>.size) B inline")
         #expect(MemoryLayout<VisitDetector.Track>.size <= 160, "\(MemoryLayout<VisitDetector.Track>.size) B inline")
     }
+
+    @Test(
+        "SmallMap answers as [String: Int] through random sets, removals and growth past its limit",
+        arguments: [(seed: 1, keys: 3), (seed: 2, keys: 8), (seed: 3, keys: 9), (seed: 4, keys: 40)] as [(UInt64, Int)])
+    func smallMapAgainstDictionary(seed: UInt64, keys: Int) {
+        var random = SplitMix64(seed: seed)
+        var map = SmallMap<Int>()
+        var reference: [String: Int] = [:]
+        var largest = 0
+        for step in 0..<2_000 {
+            let key = "r\(Int.random(in: 0..<keys, using: &random))"
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:
+                #expect(map.removeValue(forKey: key) == reference.removeValue(forKey: key), "step \(step)")
+            case 1:
+                map[key] = nil
+                reference[key] = nil
+            default:
+                map[key] = step
+                reference[key] = step
+            }
+            largest = max(largest, reference.count)
+            #expect(map.count == reference.count && map[key] == reference[key], "step \(step)")
+        }
+        #expect(map.dictionary == reference)
+        #expect(Set(map.keys) == Set(reference.keys))
+        #expect(Dictionary(uniqueKeysWithValues: map.map { ($0.key, $0.value) }) == reference)
+        #expect(keys <= SmallMap<Int>.limit || largest > SmallMap<Int>.limit, "the run grew the map past its limit")
+    }
+
+    @Test("SmallMap's stored forms are [String: V]'s, both ways", arguments: [0, 1, 3, 12])
+    func smallMapStoredForms(count: Int) throws {
+        let dictionary = Dictionary(uniqueKeysWithValues: (0..<count).map { ("k\($0)", $0) })
+        let map = SmallMap(dictionary)
+        let fromMap = try BinarySnapshotEncoder().encode(map, version: 1)
+        let fromDictionary = try BinarySnapshotEncoder().encode(dictionary, version: 1)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: Int].self, from: fromMap, source: "test", versions: 1...1).value
+                == dictionary)
+        #expect(
+            try BinarySnapshotDecoder().decode(
+                SmallMap<Int>.self, from: fromDictionary, source: "test", versions: 1...1
+            ).value.dictionary == dictionary)
+        let json = try JSONEncoder().encode(map)
+        #expect(try JSONDecoder().decode([String: Int].self, from: json) == dictionary)
+        #expect(
+            try JSONDecoder().decode(SmallMap<Int>.self, from: JSONEncoder().encode(dictionary)).dictionary
+                == dictionary)
+    }
 }
