@@ -38,7 +38,6 @@ struct BenchRestartCommand: ParsableCommand {
     var timeout: Double = 900
 
     @Flag(
-        name: "no-consent",
         help:
             "Leave out the authorization record and in-use state every subject otherwise has (the privacy gate's per-subject state, which the memory target counts)."
     )
