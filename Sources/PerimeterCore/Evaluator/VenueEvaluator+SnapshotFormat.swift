@@ -14,7 +14,12 @@ extension VenueEvaluator {
     /// the new layout only: keep a reader for the old one, or raise the lower bound of the
     /// versions ``decodeSnapshot(_:from:source:)`` accepts so that an old file is refused
     /// with a clear error rather than misread.
-    public static let snapshotFormatVersion: UInt32 = 1
+    ///
+    /// - 1: the first binary format.
+    /// - 2: the privacy gate's per-subject records (authorization, usage marks, diagnostics
+    ///   fingerprints) in hand-written forms (``BinarySnapshotValue/binaryFormSince``); version 1
+    ///   files hold them in the keyed form, which is still read.
+    public static let snapshotFormatVersion: UInt32 = 2
 
     /// A snapshot's bytes in the binary format.
     public static func encodeSnapshot<T: Encodable>(_ snapshot: T) throws -> [UInt8] {

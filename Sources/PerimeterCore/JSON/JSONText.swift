@@ -10,7 +10,7 @@ public struct JSONText: Sendable, Hashable {
 
     public init(_ value: JSONValue) { text = value.serialized() }
 
-    private init(text: String) { self.text = text }
+    init(text: String) { self.text = text }
 
     /// The document; `.null` for text that is not JSON (only a damaged snapshot can hold that).
     public var value: JSONValue { (try? JSONParser.parse(text)) ?? .null }

@@ -88,7 +88,7 @@ final class BinaryDecoding: Decoder {
         if let known = kinds[key] {
             kind = known
         } else {
-            if let value = T.self as? any BinarySnapshotValue.Type {
+            if let value = T.self as? any BinarySnapshotValue.Type, value.binaryFormSince <= reader.version {
                 kind = .value(value)
             } else if let collection = T.self as? any BinaryCodableCollection.Type {
                 kind = .collection(collection)

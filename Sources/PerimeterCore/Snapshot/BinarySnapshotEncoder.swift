@@ -16,7 +16,7 @@ public struct BinarySnapshotEncoder {
     public init() {}
 
     public func encode<T: Encodable>(_ value: T, version: UInt32) throws -> [UInt8] {
-        let encoder = BinaryEncoding()
+        let encoder = BinaryEncoding(version: version)
         try encoder.encodeValue(value)
         encoder.close(from: 0)
         return encoder.writer.finish(version: version)
@@ -26,6 +26,11 @@ public struct BinarySnapshotEncoder {
 /// The `Encoder` behind ``BinarySnapshotEncoder``: one buffer, written depth first.
 final class BinaryEncoding: Encoder {
     var writer = BinaryWriter()
+    /// The format version being written: a hand-written form newer than it is not used.
+    let version: UInt32
+
+    init(version: UInt32) { self.version = version }
+
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
     /// Nesting depth of the value being encoded.
@@ -55,7 +60,8 @@ final class BinaryEncoding: Encoder {
         case let value as any BinaryCodableCollection:
             // Before the primitives: an Optional would be cast to its wrapped type.
             try value.encodeBinary(into: self)
-        case let value as any BinarySnapshotValue: try value.writeBinary(to: self)
+        case let value as any BinarySnapshotValue where type(of: value).binaryFormSince <= version:
+            try value.writeBinary(to: self)
         case let value as String: writer.string(value)
         case let value as Double: writer.double(value)
         case let value as Int: writer.signed(Int64(value))

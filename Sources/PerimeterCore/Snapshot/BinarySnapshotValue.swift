@@ -11,6 +11,13 @@ import Foundation
 protocol BinarySnapshotValue {
     func writeBinary(to encoder: BinaryEncoding) throws
     init(binary decoder: BinaryDecoding) throws
+    /// The format version that introduced this form: files of older versions hold the type in
+    /// its generic keyed `Codable` form, which is read (and written, for such a version) instead.
+    static var binaryFormSince: UInt32 { get }
+}
+
+extension BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 1 }
 }
 
 extension GeoPoint: BinarySnapshotValue {
@@ -223,4 +230,74 @@ extension BeaconEngine.ScannerSubject: BinarySnapshotValue {
             id: id, beacons: beacons, regions: regions, lastReport: lastReport, lastRanging: lastRanging, stale: stale,
             closest: try decoder.optional { try decoder.decodeValue(Closest.self) })
     }
+}
+
+// Since format version 2: the privacy gate's per-subject records (a million of each with a
+// million consenting subjects: through `Codable` they were over a third of a restart's decoding).
+
+extension AuthorizationRecord: BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 2 }
+
+    func writeBinary(to encoder: BinaryEncoding) throws {
+        try status.writeBinary(to: encoder)
+        try encoder.encodeValue(reducedAccuracy)
+        try encoder.encodeValue(temporary)
+        try encoder.encodeValue(temporaryFullAccuracy)
+    }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let status = try AuthorizationStatus(binary: decoder)
+        let reducedAccuracy = try decoder.bool()
+        let temporary = try decoder.bool()
+        self.init(
+            status: status, reducedAccuracy: reducedAccuracy, temporary: temporary,
+            temporaryFullAccuracy: try decoder.optional { try decoder.reader.string() })
+    }
+}
+
+extension AuthorizationStatus: BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 2 }
+
+    func writeBinary(to encoder: BinaryEncoding) throws { encoder.writer.string(rawValue) }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let start = decoder.reader.offset
+        let text = try decoder.reader.string()
+        guard let status = AuthorizationStatus(rawValue: text) else {
+            throw decoder.reader.error("authorization status \"\(text)\" is not one of the known", at: start)
+        }
+        self = status
+    }
+}
+
+extension PrivacyGate.UsageMark: BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 2 }
+
+    func writeBinary(to encoder: BinaryEncoding) throws {
+        try encoder.encodeValue(t)
+        try encoder.encodeValue(inUse)
+        try encoder.encodeValue(background)
+    }
+
+    init(binary decoder: BinaryDecoding) throws {
+        let t = try decoder.date()
+        let inUse = try decoder.bool()
+        self.init(t: t, inUse: inUse, background: try decoder.bool())
+    }
+}
+
+extension Fingerprint: BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 2 }
+
+    func writeBinary(to encoder: BinaryEncoding) throws { try encoder.encodeValue(value) }
+
+    init(binary decoder: BinaryDecoding) throws { self.init(value: try decoder.decodeValue(UInt64.self)) }
+}
+
+extension JSONText: BinarySnapshotValue {
+    static var binaryFormSince: UInt32 { 1 }  // the same bytes as the single string it always was
+
+    func writeBinary(to encoder: BinaryEncoding) throws { encoder.writer.string(text) }
+
+    init(binary decoder: BinaryDecoding) throws { self.init(text: try decoder.reader.string()) }
 }
