@@ -27,11 +27,26 @@ extension Optional: BinaryCodableCollection where Wrapped: Codable {
     }
 }
 
-extension Array: BinaryCodableCollection where Element: Codable {
-    func encodeBinary(into encoder: BinaryEncoding) throws {
-        encoder.writer.unsigned(UInt64(count))
-        for element in self { try encoder.encodeValue(element) }
+extension BinaryEncoding {
+    /// A collection's form: its count, then each element.
+    func writeElements<S: Sequence>(_ elements: S, count: Int) throws where S.Element: Encodable {
+        writer.unsigned(UInt64(count))
+        for element in elements { try encodeValue(element) }
     }
+
+    /// A dictionary's form: its count, then each key and its value.
+    func writePairs<S: Sequence, K: Encodable, V: Encodable>(_ pairs: S, count: Int) throws
+    where S.Element == (key: K, value: V) {
+        writer.unsigned(UInt64(count))
+        for (key, value) in pairs {
+            try encodeValue(key)
+            try encodeValue(value)
+        }
+    }
+}
+
+extension Array: BinaryCodableCollection where Element: Codable {
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writeElements(self, count: count) }
 
     static func decodeBinary(from decoder: BinaryDecoding) throws -> Self {
         let count = try decoder.reader.count(minimumElementSize: 1)
@@ -43,10 +58,7 @@ extension Array: BinaryCodableCollection where Element: Codable {
 }
 
 extension Set: BinaryCodableCollection where Element: Codable {
-    func encodeBinary(into encoder: BinaryEncoding) throws {
-        encoder.writer.unsigned(UInt64(count))
-        for element in self { try encoder.encodeValue(element) }
-    }
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writeElements(self, count: count) }
 
     static func decodeBinary(from decoder: BinaryDecoding) throws -> Self {
         let start = decoder.reader.offset
@@ -59,13 +71,7 @@ extension Set: BinaryCodableCollection where Element: Codable {
 }
 
 extension Dictionary: BinaryCodableCollection where Key: Codable, Value: Codable {
-    func encodeBinary(into encoder: BinaryEncoding) throws {
-        encoder.writer.unsigned(UInt64(count))
-        for (key, value) in self {
-            try encoder.encodeValue(key)
-            try encoder.encodeValue(value)
-        }
-    }
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writePairs(self, count: count) }
 
     static func decodeBinary(from decoder: BinaryDecoding) throws -> Self {
         let start = decoder.reader.offset

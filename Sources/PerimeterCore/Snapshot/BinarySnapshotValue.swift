@@ -20,6 +20,16 @@ extension BinarySnapshotValue {
     static var binaryFormSince: UInt32 { 1 }
 }
 
+extension BinaryDecoding {
+    /// A value of an enum written as its name (`rawValue`); an unknown name is an error naming it.
+    func named<T: RawRepresentable>(_ type: T.Type, _ what: String) throws -> T where T.RawValue == String {
+        let start = reader.offset
+        let text = try reader.string()
+        guard let value = T(rawValue: text) else { throw reader.error("'\(text)' is not \(what)", at: start) }
+        return value
+    }
+}
+
 extension GeoPoint: BinarySnapshotValue {
     func writeBinary(to encoder: BinaryEncoding) throws {
         encoder.writer.double(lon)
@@ -154,14 +164,7 @@ extension VisitDetector.Track: BinarySnapshotValue {
 extension MembershipState: BinarySnapshotValue {
     func writeBinary(to encoder: BinaryEncoding) throws { encoder.writer.string(rawValue) }
 
-    init(binary decoder: BinaryDecoding) throws {
-        let start = decoder.reader.offset
-        let text = try decoder.reader.string()
-        guard let state = Self(rawValue: text) else {
-            throw decoder.reader.error("'\(text)' is not a membership state", at: start)
-        }
-        self = state
-    }
+    init(binary decoder: BinaryDecoding) throws { self = try decoder.named(Self.self, "a membership state") }
 }
 
 extension BeaconEngine.HeardBeacon: BinarySnapshotValue {
@@ -260,14 +263,7 @@ extension AuthorizationStatus: BinarySnapshotValue {
 
     func writeBinary(to encoder: BinaryEncoding) throws { encoder.writer.string(rawValue) }
 
-    init(binary decoder: BinaryDecoding) throws {
-        let start = decoder.reader.offset
-        let text = try decoder.reader.string()
-        guard let status = AuthorizationStatus(rawValue: text) else {
-            throw decoder.reader.error("authorization status \"\(text)\" is not one of the known", at: start)
-        }
-        self = status
-    }
+    init(binary decoder: BinaryDecoding) throws { self = try decoder.named(Self.self, "an authorization status") }
 }
 
 extension PrivacyGate.UsageMark: BinarySnapshotValue {

@@ -114,10 +114,7 @@ extension IDSet: Codable {
 }
 
 extension IDSet: BinaryCodableCollection {
-    func encodeBinary(into encoder: BinaryEncoding) throws {
-        encoder.writer.unsigned(UInt64(count))
-        for id in self { try encoder.encodeValue(id) }
-    }
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writeElements(self, count: count) }
 
     static func decodeBinary(from decoder: BinaryDecoding) throws -> Self {
         let start = decoder.reader.offset

@@ -112,13 +112,7 @@ extension SmallMap: Codable where Value: Codable {
 }
 
 extension SmallMap: BinaryCodableCollection where Value: Codable {
-    func encodeBinary(into encoder: BinaryEncoding) throws {
-        encoder.writer.unsigned(UInt64(count))
-        for (key, value) in self {
-            try encoder.encodeValue(key)
-            try encoder.encodeValue(value)
-        }
-    }
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writePairs(self, count: count) }
 
     static func decodeBinary(from decoder: BinaryDecoding) throws -> Self {
         Self(try [String: Value].decodeBinary(from: decoder))
