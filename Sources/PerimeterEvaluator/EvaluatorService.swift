@@ -120,6 +120,13 @@ final class EvaluatorRuntime {
     private var venues: [String: VenueEvaluator] = [:]
     private let topics: [String: Topics]
     private let venueIDs: Set<String>
+    /// Venues split over several evaluators (`venues.{id}.partitions`), and what this
+    /// evaluator holds of them (EvaluatorPartitions.swift).
+    let partitionSettings: [String: EvaluatorConfiguration.VenuePartitions]
+    let partitionedIDs: Set<String>
+    var partitionState = PartitionRunState()
+    /// The venues whose publisher is decided by the retained leases: those not partitioned.
+    private var leasedVenueIDs: [String] { venueIDs.subtracting(partitionedIDs).sorted() }
     private var fileText: [String: String] = [:]
     private var fileRegionIDs: [String: Set<String>] = [:]
     private var cursor: Int64 = 0
@@ -176,6 +183,10 @@ final class EvaluatorRuntime {
         }
         self.topics = topics
         venueIDs = Set(topics.keys)
+        var partitionSettings: [String: EvaluatorConfiguration.VenuePartitions] = [:]
+        for venue in configuration.venues { partitionSettings[venue.settings.id] = venue.partitions }
+        self.partitionSettings = partitionSettings
+        partitionedIDs = Set(partitionSettings.keys)
         declareMetrics()
         try replay()
     }
@@ -403,7 +414,7 @@ final class EvaluatorRuntime {
     /// processes and publishes until cancelled.
     private func serve(lease: LeaseKeeper) async throws {
         switch LeasePolicy.start(
-            role: configuration.role, me: configuration.instance, venues: Array(venueIDs), view: lease.view)
+            role: configuration.role, me: configuration.instance, venues: leasedVenueIDs, view: lease.view)
         {
         case .refuse(let reason):
             throw EvaluatorError(reason)
@@ -411,6 +422,19 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
+        // Partitioned venues: leases first; nothing is held until they say so (after a restart
+        // what this evaluator held may have moved: its subjects are dropped).
+        let partitioned = try partitionedIDs.sorted().map { id in
+            try PartitionedVenue(
+                venue: id, topics: topics[id]!, settings: partitionSettings[id]!, instance: configuration.instance,
+                logger: logger)
+        }
+        for venue in partitioned {
+            partitionState.served[venue.venue] = venue
+            try journalPartitions(venue: venue.venue, [])
+        }
+        defer { for venue in partitioned { venue.close() } }
+        let gate = partitioned.isEmpty ? nil : PartitionGate(venues: partitioned)
         // Ticks, stats, lease changes, reloads and reconnections each count; arrivals and
         // acknowledgements only say "there is work" (coalesced).
         let wakes = Wakes<Wake>()
@@ -420,6 +444,12 @@ final class EvaluatorRuntime {
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
             if $0.topic == EvaluatorService.brokerDroppedTopic {
                 EvaluatorService.noteBrokerDropped($0.payload, retained: $0.retain, metrics: metrics)
+                return
+            }
+            // Occupancy parts are summed, not evaluated: kept in memory, never journalled.
+            for venue in partitioned {
+                guard let wake = venue.notePart($0) else { continue }
+                if wake { wakes.send(.occupancy) }
                 return
             }
             // Sizes are checked before anything is stored: an oversized payload leaves a stub.
@@ -457,6 +487,12 @@ final class EvaluatorRuntime {
         defer { patience.cancel() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
+        // The persistent session may still hold a previous run's partitions: none is held yet.
+        for venue in partitioned {
+            for partition in venue.settings.partitioning.all {
+                try? await client.unsubscribe(venue.topics.partitionObservations(partition))
+            }
+        }
         // Loss the evaluator can see: Mosquitto counts messages it dropped (queue limits). Other
         // brokers may refuse `$SYS`; that is said once and costs nothing else.
         do {
@@ -467,14 +503,18 @@ final class EvaluatorRuntime {
                 metadata: ["topic": .string(EvaluatorService.brokerDroppedTopic), "error": "\(error)"])
         }
         try await publishStatus(client)
-        if publishing { try await lease.claim(Array(venueIDs), takenOver: false) }
+        if publishing && !leasedVenueIDs.isEmpty { try await lease.claim(leasedVenueIDs, takenOver: false) }
         logger.info(
             "evaluator running",
             metadata: [
                 "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string("\(client.endpoint)"),
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
-        let publisher = OutboxPublisher(client: client, maxUnacknowledged: configuration.maxUnacknowledged) {
+        var publisherGate: OutboxPublisher.Gate?
+        if let gate { publisherGate = { gate($0) } }
+        let publisher = OutboxPublisher(
+            client: client, maxUnacknowledged: configuration.maxUnacknowledged, gate: publisherGate
+        ) {
             signalWork()
         }
         self.publisher = publisher
@@ -512,6 +552,19 @@ final class EvaluatorRuntime {
             group.addTask {
                 for await _ in lease.changed { wakes.send(.lease) }
             }
+            for venue in partitioned {
+                // The keeper's own monotonic clock (ContinuousClock: it counts through a pause);
+                // its rounds run off the cooperative pool (they block on the store).
+                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl] in
+                    while !Task.isCancelled {
+                        let round = await keeper.stepAsync()
+                        if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty {
+                            wakes.send(.partitions)
+                        }
+                        try await Task.sleep(for: ttl / 6)
+                    }
+                }
+            }
             signalWork()
             for await reason in wakes.stream {
                 if Task.isCancelled { break }
@@ -525,6 +578,10 @@ final class EvaluatorRuntime {
                 case .control(.reconnected):
                     if publishing { try await republishRetained() }
                 case .control(.lease): try await followLease(lease, client)
+                case .control(.partitions):
+                    try await followPartitions(client)
+                    try await publisher.send(occupancyTotals())
+                case .control(.occupancy): try await publisher.send(occupancyTotals())
                 case .control(.reload):
                     logger.notice("SIGHUP: re-reading regions files")
                     try journalRegionFiles(failOnProblems: false)
@@ -545,7 +602,7 @@ final class EvaluatorRuntime {
     }
 
     /// A tick carries the moment its timer fired.
-    enum Wake { case tick(Date), stats, reload, lease, reconnected }
+    enum Wake { case tick(Date), stats, reload, lease, reconnected, partitions, occupancy }
 
     /// Home Assistant discovery as configured now, for the regions and subjects the state
     /// already holds (discovery just turned on, its settings changed, or turned off): committed
@@ -605,6 +662,11 @@ final class EvaluatorRuntime {
 
     /// The publishing stage (set once connected).
     private var publisher: OutboxPublisher?
+    /// The partitioned venues' check before each publish (nil without partitioned venues).
+    private var partitionGate: PartitionGate? {
+        partitionState.served.isEmpty
+            ? nil : PartitionGate(venues: partitionState.served.values.sorted { $0.venue < $1.venue })
+    }
 
     private func publishStatus(_ client: MQTTClient) async throws {
         let status: JSONValue = [
@@ -619,7 +681,8 @@ final class EvaluatorRuntime {
     /// standby took them over (an active that was cut off): ``LeasePolicy``.
     private func followLease(_ lease: LeaseKeeper, _ client: MQTTClient) async throws {
         let view = lease.view
-        let venues = Array(venueIDs)
+        let venues = leasedVenueIDs
+        guard !venues.isEmpty else { return }
         if !publishing && LeasePolicy.shouldTakeOver(me: configuration.instance, venues: venues, view: view) {
             let holders = venues.compactMap { view.leases[$0]?.instance }.filter { $0 != configuration.instance }
             try await lease.claim(venues, takenOver: true)
@@ -650,8 +713,19 @@ final class EvaluatorRuntime {
         var filters: [String] = []
         for venue in venueIDs.sorted() {
             let root = "\(configuration.prefix)/\(venue)"
+            if let partitions = partitionSettings[venue], let topics = topics[venue] {
+                // Partitions are subscribed as they are taken; gateways and reporters of other
+                // subjects in every partition (their messages name subjects of all of them).
+                let settings = configuration.venues.first { $0.settings.id == venue }!.settings
+                let agents = Set(settings.gateways.map(\.id) + settings.trust.reporters.map(\.agent))
+                filters += agents.sorted().map(topics.observationsInAnyPartition(agent:))
+                filters.append(topics.allOccupancyParts)
+                _ = partitions
+            } else {
+                filters.append("\(root)/obs/+/+")
+            }
             filters += [
-                "\(root)/obs/+/+", "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
+                "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
                 "\(root)/sessions/+/+", "\(root)/admin/+/+",
             ]
         }
@@ -679,7 +753,7 @@ final class EvaluatorRuntime {
 
     /// Runs a write of the processor's while the network thread is not journalling (see
     /// ``ArrivalJournal/withProcessorTurn(_:)``); before the journal exists, at once.
-    private func inTurn<T>(_ body: () throws -> T) rethrows -> T {
+    func inTurn<T>(_ body: () throws -> T) rethrows -> T {
         guard let arrivals else { return try body() }
         return try arrivals.withProcessorTurn(body)
     }
@@ -829,6 +903,10 @@ final class EvaluatorRuntime {
         item.forget = row.kind == .tick && applied.outputs.isEmpty
         for output in applied.outputs {
             guard let venue = applied.venue, let topics = topics[venue] else { continue }
+            if let parts = occupancyParts(output, venue: venue, evaluator: venues[venue]!) {
+                item.messages += parts
+                continue
+            }
             switch output {
             case .privacyDrop(_, let reason):
                 // An observation the privacy gate refused is not kept (DESIGN.md §5).
@@ -890,7 +968,11 @@ final class EvaluatorRuntime {
     private func publish(
         _ rows: [EvaluatorStore.OutboxRow], ephemeral: [OutboundMessage], _ client: MQTTClient
     ) async throws {
-        for message in ephemeral {
+        for var message in ephemeral {
+            if let gate = partitionGate {
+                guard let passed = gate(Self.mqttMessage(message)) else { continue }
+                message.payload = passed.payload
+            }
             try? await client.publish(
                 message.topic, payload: message.payload, qos: .atMostOnce, retain: false,
                 properties: MQTTProperties(messageExpiry: message.expiry, contentType: "application/json"))
@@ -934,6 +1016,16 @@ final class EvaluatorRuntime {
         }
         try store.markSent(acknowledged.sent)
         if !acknowledged.refused.isEmpty { try store.markRefused(acknowledged.refused.map(\.number)) }
+        if !acknowledged.fenced.isEmpty {
+            // Held back: the partition's lease is not ours now. Set aside, never retried: sent
+            // later (with a newer token, were the partition ours again) a held-back state would
+            // overwrite its new holder's newer one.
+            try store.markRefused(acknowledged.fenced)
+            metrics.add("perimeter_outputs_fenced_total", Double(acknowledged.fenced.count))
+            logger.notice(
+                "outputs held back: their partition's lease is not held now",
+                metadata: ["messages": "\(acknowledged.fenced.count)"])
+        }
         stats.published += acknowledged.sent.count
         for roundTrip in acknowledged.roundTrips {
             metrics.observe(
@@ -1004,6 +1096,9 @@ final class EvaluatorRuntime {
             help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
         metrics.declare("perimeter_takeovers_total", .counter, help: "Times this standby took its venues over.")
+        metrics.declare(
+            "perimeter_outputs_fenced_total", .counter,
+            help: "Outputs held back because their partition's lease was not held when they were due (never sent).")
         metrics.declare(
             "perimeter_retained_republished_total", .counter,
             help: "Retained messages republished after connections that may have met a broker without them.")
@@ -1113,7 +1208,12 @@ final class EvaluatorRuntime {
 
     /// Runs one journal row through the core. Deterministic: replay gives the same outputs.
     func apply(_ row: EvaluatorStore.InboxRow) -> Applied {
+        let row = unpartitioned(row)
         switch row.kind {
+        case .partitions:
+            let venue = row.topic
+            guard venues[venue] != nil else { return Applied() }
+            return Applied(venue: venue, outputs: applyPartitions(row, venue: &venues[venue]!))
         case .tick:
             let venue = row.topic
             guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), seconds.isFinite,
@@ -1176,7 +1276,12 @@ final class EvaluatorRuntime {
         } catch {
             return reject(row, venue: venue, error)
         }
-        let inputs = decoded.inputs
+        let inputs = restrictToHeld(decoded.inputs, venue: venue, evaluator: venues[venue]!)
+        if inputs.isEmpty && !decoded.inputs.isEmpty {
+            // About subjects of partitions another evaluator holds.
+            stats.ignored += 1
+            return Applied()
+        }
         if let n = decoded.sequence, let agent = Self.agent(of: route) { noteSequence(n, agent: agent, venue: venue) }
         if !configuration.forbiddenIDCharacters.isEmpty {
             for input in inputs {

@@ -25,6 +25,9 @@ public final class EvaluatorStore {
         /// An MQTT message over the payload limit, kept as a stub (topic; payload: its size in
         /// bytes, as text) so that it is dead-lettered without ever being stored whole.
         case oversized = 3
+        /// The partitions of a partitioned venue this evaluator holds from here on (topic: the
+        /// venue; payload: `{"held":[n,…]}`): a replay keeps and drops subjects as the run did.
+        case partitions = 4
     }
 
     public struct InboxRow: Sendable {

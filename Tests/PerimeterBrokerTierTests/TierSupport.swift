@@ -22,8 +22,12 @@ enum Tier {
 
     /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E;
     /// everyone authorized) with the given `broker.*` settings; returns its path.
+    /// - Parameters:
+    ///   - venueExtra: more settings of the venue (`partitions`).
+    ///   - instance: `evaluator.instance`.
     static func evaluatorConfiguration(
-        in directory: URL, broker: JSONObject, extra: JSONObject = [:]
+        in directory: URL, broker: JSONObject, extra: JSONObject = [:], venueExtra: JSONObject = [:],
+        instance: String = "tier"
     ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         let regions: JSONValue = [
@@ -37,16 +41,17 @@ enum Tier {
         ]
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
         // agent-1 reports every test subject (docs/security.md: bound by venues.{id}.reporters).
-        let venueSettings: JSONValue = [
+        var venueSettings: JSONObject = [
             "regions": .string(regionsPath), "privacy": ["open": true], "reporters": ["agent-1": ["*"]],
         ]
+        for (key, value) in venueExtra { venueSettings[key] = value }
         var config: JSONObject = [
             "broker": .object(broker),
             "evaluator": [
                 "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
-                "statsInterval": 1, "instance": "tier",
+                "statsInterval": 1, "instance": .string(instance),
             ],
-            "venues": .object(JSONObject([(venue, venueSettings)])),
+            "venues": .object(JSONObject([(venue, .object(venueSettings))])),
             "log": ["level": "info"],
         ]
         for (key, value) in extra { config[key] = value }

@@ -178,6 +178,9 @@ public struct VenueEvaluator: Sendable {
     /// Subjects inside `region` now.
     public func occupants(of region: String) -> Set<String> { inside[region] ?? [] }
 
+    /// The ids of the venue's regions, sorted.
+    public var regionIDs: [String] { regions.keys.sorted() }
+
     public func place(of subject: String) -> PlaceAnswer? { places[subject] }
 
     /// The confirmed state of a subject for a region, from whichever engine holds it.
@@ -373,6 +376,31 @@ public struct VenueEvaluator: Sendable {
             _ = beacons.reset(subject: subject, at: t, reason: "clockRepair")
         }
         return subjects.sorted()
+    }
+
+    /// Lets go of subjects another evaluator now serves (their partition moved, docs/scale.md):
+    /// the engines forget their tracks, occupancy, places and visits drop them, and nothing is
+    /// published (their new holder publishes for them). Venue-wide records (privacy, sessions,
+    /// preferences, agents) are kept: every evaluator of the venue has them. Their sequence
+    /// numbers are kept too, as ``GeofenceEngine/forget(subject:at:reason:)`` keeps them.
+    /// - Returns: the subjects dropped, sorted.
+    public mutating func dropSubjects(at t: Date, where leaving: (String) -> Bool) -> [String] {
+        var known = Set(geofences.subjects(observedAfter: .distantPast))
+        known.formUnion(beacons.subjects(reportedAfter: .distantPast))
+        for members in inside.values { known.formUnion(members) }
+        known.formUnion(places.keys)
+        known.formUnion(located.keys)
+        let dropped = known.filter(leaving).sorted()
+        for subject in dropped {
+            _ = geofences.forget(subject: subject, at: t, reason: "moved")
+            _ = beacons.forget(subject: subject, at: t, reason: "moved")
+            for region in inside.keys { inside[region]!.remove(subject) }
+            places[subject] = nil
+            gpsPlaces[subject] = nil
+            located[subject] = nil
+            locationServices.erase(subject: subject)
+        }
+        return dropped
     }
 
     /// Whether a rejected message's payload and detailed reason may go on the dead-letter
