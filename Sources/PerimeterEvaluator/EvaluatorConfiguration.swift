@@ -46,11 +46,15 @@ public struct EvaluatorConfiguration: ServiceSettings {
         public var partitioning: Partitioning
         public var servers: [String]
         public var lease: PartitionLease
+        /// How far back a new holder reads a partition's observations from the broker's stream
+        /// (`replay`, seconds): longer than its former holder can have taken without publishing.
+        public var replay: Double
 
-        public init(partitioning: Partitioning, servers: [String], lease: PartitionLease) {
+        public init(partitioning: Partitioning, servers: [String], lease: PartitionLease, replay: Double = 30) {
             self.partitioning = partitioning
             self.servers = servers
             self.lease = lease
+            self.replay = replay
         }
     }
 
@@ -261,6 +265,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let servers = reader.stringList("\(partitionsKey).nats") ?? []
         let ttl = reader.double("\(partitionsKey).ttl", default: 6, range: 1...300)
         let margin = reader.double("\(partitionsKey).margin", default: 1, range: 0...299)
+        let replay = reader.double("\(partitionsKey).replay", default: 30, range: 1...3600)
         if servers.isEmpty {
             reader.reject(
                 "\(partitionsKey).nats",
@@ -281,7 +286,8 @@ public struct EvaluatorConfiguration: ServiceSettings {
         guard let partitioning = try? Partitioning(count: count), !servers.isEmpty, margin < ttl else { return nil }
         return VenuePartitions(
             partitioning: partitioning, servers: servers,
-            lease: PartitionLease(ttl: .milliseconds(Int(ttl * 1000)), margin: .milliseconds(Int(margin * 1000))))
+            lease: PartitionLease(ttl: .milliseconds(Int(ttl * 1000)), margin: .milliseconds(Int(margin * 1000))),
+            replay: replay)
     }
 
     /// `venues.{id}.privacy`: who is authorized by default, which tags are assets, the

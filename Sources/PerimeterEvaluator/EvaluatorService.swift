@@ -427,7 +427,7 @@ final class EvaluatorRuntime {
         let partitioned = try partitionedIDs.sorted().map { id in
             try PartitionedVenue(
                 venue: id, topics: topics[id]!, settings: partitionSettings[id]!, instance: configuration.instance,
-                logger: logger)
+                broadcast: broadcastAgents(of: id), logger: logger)
         }
         for venue in partitioned {
             partitionState.served[venue.venue] = venue
@@ -439,6 +439,14 @@ final class EvaluatorRuntime {
         // acknowledgements only say "there is work" (coalesced).
         let wakes = Wakes<Wake>()
         let signalWork: @Sendable () -> Void = { wakes.work() }
+        if !partitioned.isEmpty {
+            partitionState.streamJournal = try PartitionStreamJournal(
+                path: configuration.databasePath, clock: clock, logger: logger
+            ) { [progress] topic, seq in
+                progress.journalled(topic, seq: seq)
+                signalWork()
+            }
+        }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
@@ -487,12 +495,6 @@ final class EvaluatorRuntime {
         defer { patience.cancel() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
-        // The persistent session may still hold a previous run's partitions: none is held yet.
-        for venue in partitioned {
-            for partition in venue.settings.partitioning.all {
-                try? await client.unsubscribe(venue.topics.partitionObservations(partition))
-            }
-        }
         // Loss the evaluator can see: Mosquitto counts messages it dropped (queue limits). Other
         // brokers may refuse `$SYS`; that is said once and costs nothing else.
         do {
@@ -511,7 +513,7 @@ final class EvaluatorRuntime {
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
         var publisherGate: OutboxPublisher.Gate?
-        if let gate { publisherGate = { gate($0) } }
+        if let gate { publisherGate = { await gate($0) } }
         let publisher = OutboxPublisher(
             client: client, maxUnacknowledged: configuration.maxUnacknowledged, gate: publisherGate
         ) {
@@ -555,10 +557,12 @@ final class EvaluatorRuntime {
             for venue in partitioned {
                 // The keeper's own monotonic clock (ContinuousClock: it counts through a pause);
                 // its rounds run off the cooperative pool (they block on the store).
-                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl] in
+                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl, venue] in
                     while !Task.isCancelled {
                         let round = await keeper.stepAsync()
-                        if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty {
+                        if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty
+                            || venue.unread.withLock({ !$0.isEmpty })
+                        {
                             wakes.send(.partitions)
                         }
                         try await Task.sleep(for: ttl / 6)
@@ -579,7 +583,7 @@ final class EvaluatorRuntime {
                     if publishing { try await republishRetained() }
                 case .control(.lease): try await followLease(lease, client)
                 case .control(.partitions):
-                    try await followPartitions(client)
+                    try await followPartitions()
                     try await publisher.send(occupancyTotals())
                 case .control(.occupancy): try await publisher.send(occupancyTotals())
                 case .control(.reload):
@@ -713,14 +717,12 @@ final class EvaluatorRuntime {
         var filters: [String] = []
         for venue in venueIDs.sorted() {
             let root = "\(configuration.prefix)/\(venue)"
-            if let partitions = partitionSettings[venue], let topics = topics[venue] {
-                // Partitions are subscribed as they are taken; gateways and reporters of other
-                // subjects in every partition (their messages name subjects of all of them).
-                let settings = configuration.venues.first { $0.settings.id == venue }!.settings
-                let agents = Set(settings.gateways.map(\.id) + settings.trust.reporters.map(\.agent))
-                filters += agents.sorted().map(topics.observationsInAnyPartition(agent:))
+            if partitionSettings[venue] != nil, let topics = topics[venue] {
+                // A held partition's observations are read from the broker's stream; gateways'
+                // and reporters' of other subjects come here in every partition (their
+                // messages name subjects of all of them).
+                filters += broadcastAgents(of: venue).sorted().map(topics.observationsInAnyPartition(agent:))
                 filters.append(topics.allOccupancyParts)
-                _ = partitions
             } else {
                 filters.append("\(root)/obs/+/+")
             }
@@ -732,6 +734,12 @@ final class EvaluatorRuntime {
         if configuration.ownTracksVenue != nil { filters.append("owntracks/+/+") }
         if configuration.espresenseVenue != nil { filters.append("espresense/devices/+/+") }
         return filters
+    }
+
+    /// A partitioned venue's gateways and reporters of other subjects.
+    func broadcastAgents(of venue: String) -> Set<String> {
+        guard let settings = configuration.venues.first(where: { $0.settings.id == venue })?.settings else { return [] }
+        return Set(settings.gateways.map(\.id) + settings.trust.reporters.map(\.agent))
     }
 
     /// Journals a tick for every venue, dated when its timer fired (the service's clock); a
@@ -945,8 +953,21 @@ final class EvaluatorRuntime {
             }
             item.messages += output.messages(topics: topics)
         }
-        if let deadletter = applied.deadletter { item.messages.append(deadletter) }
-        item.messages += applied.partDeadletters
+        if let venue = applied.venue, partitionSettings[venue] != nil {
+            // Transitions before the retained picture (a stable partition: the order within
+            // each kind kept): a holder that dies between the two leaves a state older than
+            // its transition, and its next holder, starting from that state, makes the
+            // transition again (same id), instead of a state that says it was made while it
+            // never went out.
+            let retained = item.messages.filter(\.retain)
+            item.messages = item.messages.filter { !$0.retain } + retained
+        }
+        // A replayed observation's refusal was its former holder's to report (or the state
+        // it started from already covers it: out of order).
+        if row.kind != .replayed {
+            if let deadletter = applied.deadletter { item.messages.append(deadletter) }
+            item.messages += applied.partDeadletters
+        }
         if let venue = applied.venue, venues[venue] != nil { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
         return item
     }
@@ -970,7 +991,7 @@ final class EvaluatorRuntime {
     ) async throws {
         for var message in ephemeral {
             if let gate = partitionGate {
-                guard let passed = gate(Self.mqttMessage(message)) else { continue }
+                guard let passed = gate.now([Self.mqttMessage(message)]).first ?? nil else { continue }
                 message.payload = passed.payload
             }
             try? await client.publish(
@@ -1214,6 +1235,10 @@ final class EvaluatorRuntime {
             let venue = row.topic
             guard venues[venue] != nil else { return Applied() }
             return Applied(venue: venue, outputs: applyPartitions(row, venue: &venues[venue]!))
+        case .handover:
+            let venue = row.topic
+            guard venues[venue] != nil else { return Applied() }
+            return Applied(venue: venue, outputs: applyHandover(row, venue: &venues[venue]!))
         case .tick:
             let venue = row.topic
             guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), seconds.isFinite,
@@ -1250,7 +1275,7 @@ final class EvaluatorRuntime {
             return Applied(
                 venue: venue, outputs: outputs,
                 partDeadletters: noteRegionsFile(venue: venue, document, at: row.received))
-        case .arrival:
+        case .arrival, .replayed:
             break
         }
         guard let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs) else {

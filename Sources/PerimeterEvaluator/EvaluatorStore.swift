@@ -28,6 +28,13 @@ public final class EvaluatorStore {
         /// The partitions of a partitioned venue this evaluator holds from here on (topic: the
         /// venue; payload: `{"held":[n,…]}`): a replay keeps and drops subjects as the run did.
         case partitions = 4
+        /// Partitions taken over (topic: the venue; payload: `{"partitions":[n,…],"states":[…]}`,
+        /// the retained states of their subjects): the engines start from them.
+        case handover = 5
+        /// An observation of a partition just taken, stored by the broker before it was taken
+        /// (topic and payload as an arrival's): processed as one, but refusals are not
+        /// dead-lettered again (its former holder did that, or the state already covers it).
+        case replayed = 6
     }
 
     public struct InboxRow: Sendable {

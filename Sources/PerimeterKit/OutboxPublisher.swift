@@ -62,10 +62,11 @@ public final class OutboxPublisher: Sendable {
     private let onAcknowledged: @Sendable () -> Void
     private let gate: Gate?
 
-    /// Asked about every message right before it is handed to the client: the message to
-    /// send (it may be rewritten: a fencing token added), or nil to hold it back (reported in
-    /// ``Acknowledged/fenced``, never sent).
-    public typealias Gate = @Sendable (MQTTMessage) -> MQTTMessage?
+    /// Asked about every batch right before it is handed to the client: for each message, the
+    /// message to send (it may be rewritten: a fencing token added), or nil to hold it back
+    /// (reported in ``Acknowledged/fenced``, never sent). One answer per message, in order. It
+    /// may wait (a lease being renewed late): sending waits with it.
+    public typealias Gate = @Sendable ([MQTTMessage]) async -> [MQTTMessage?]
 
     /// - Parameters:
     ///   - maxUnacknowledged: messages out at most before ``send(_:)`` waits.
@@ -106,8 +107,8 @@ public final class OutboxPublisher: Sendable {
             var kept: [Row] = []
             var fenced: [Int64] = []
             kept.reserveCapacity(rows.count)
-            for var row in rows {
-                if let message = gate(row.message) {
+            for (var row, answer) in zip(rows, await gate(rows.map(\.message))) {
+                if let message = answer {
                     row.message = message
                     kept.append(row)
                 } else {

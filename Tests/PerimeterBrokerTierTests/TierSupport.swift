@@ -12,6 +12,17 @@ enum Tier {
     static let venue = "test"
     static let root = "perimeter/v1/test"
 
+    /// The venue's regions: `hall`, a circle of 50 m around 45° N 13° E.
+    static let regions: JSONValue = [
+        "type": "FeatureCollection",
+        "features": [
+            [
+                "type": "Feature", "id": "hall", "properties": ["radius": 50],
+                "geometry": ["type": "Point", "coordinates": [13.0, 45.0]],
+            ]
+        ],
+    ]
+
     /// A fresh temporary directory.
     static func directory(_ name: String) throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -30,15 +41,6 @@ enum Tier {
         instance: String = "tier"
     ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
-        let regions: JSONValue = [
-            "type": "FeatureCollection",
-            "features": [
-                [
-                    "type": "Feature", "id": "hall", "properties": ["radius": 50],
-                    "geometry": ["type": "Point", "coordinates": [13.0, 45.0]],
-                ]
-            ],
-        ]
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
         // agent-1 reports every test subject (docs/security.md: bound by venues.{id}.reporters).
         var venueSettings: JSONObject = [
