@@ -247,8 +247,8 @@ extension EvaluatorRuntime {
     }
 
     /// A `.partitions` row: from here on the venue holds these partitions. Subjects of the
-    /// others are dropped (their new holder serves them); every region's part of a newly held
-    /// partition is published from what is known of it.
+    /// others are dropped (their new holder serves them). A partition taken is followed by its
+    /// `.handover` row, which publishes its parts.
     func applyPartitions(_ row: EvaluatorStore.InboxRow, venue: inout VenueEvaluator) -> [EvaluatorOutput] {
         guard let settings = partitionSettings[row.topic] else { return [] }
         let held = Set(
@@ -271,8 +271,8 @@ extension EvaluatorRuntime {
                     "subjectsDropped": "\(dropped.count)",
                 ])
         }
-        guard !held.subtracting(before).isEmpty else { return [] }
-        return venue.regionIDs.map { .occupancy(region: $0, count: venue.occupants(of: $0).count, t: row.received) }
+        // A partition taken publishes its parts after its handover row (from the adopted states).
+        return []
     }
 
     /// A `.handover` row: the partitions' subjects start from their retained states.
@@ -287,7 +287,10 @@ extension EvaluatorRuntime {
             else { return nil }
             return state
         }
-        return venue.adopt(states, now: row.received)
+        // Every region's part of the partitions taken (not yet published by this holder), the
+        // counts after adoption.
+        _ = venue.adopt(states, now: row.received)
+        return venue.regionIDs.map { .occupancy(region: $0, count: venue.occupants(of: $0).count, t: row.received) }
     }
 
     /// A partitioned venue's occupancy as parts: for each partition held, the region's count
