@@ -406,9 +406,11 @@ extension EvaluatorRuntime {
         do {
             try await client.connect(timeout: .seconds(10))
             let messages = client.messages
-            _ = try await client.subscribe(marker, qos: .atLeastOnce)
-            _ = try await client.subscribe("\(venue.topics.root)/state/+/+", qos: .atLeastOnce)
-            try await client.publish(marker, token, qos: .atLeastOnce)
+            // QoS 0: on NATS a QoS 1 subscription is a JetStream consumer, seconds to create
+            // on a busy cluster, and a move waits for this; retained messages come either way.
+            _ = try await client.subscribe(marker, qos: .atMostOnce)
+            _ = try await client.subscribe("\(venue.topics.root)/state/+/+", qos: .atMostOnce)
+            try await client.publish(marker, token, qos: .atMostOnce)
             let prefix = venue.topics.root + "/state/"
             let partitioning = venue.settings.partitioning
             let collected: [VenueEvaluator.AdoptedState]? = try await withThrowingTaskGroup(

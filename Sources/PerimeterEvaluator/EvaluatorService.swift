@@ -154,6 +154,9 @@ final class EvaluatorRuntime {
         /// observation had pushed ahead. Venue time is the service's clock now.
         var clockEvents: [String: Date]?
         var clockWalls: [String: Date]?
+        /// The partitions each partitioned venue held as of the snapshot (the rows after it
+        /// are filtered by them); absent before partitions.
+        var partitionsHeld: [String: [Int]]? = nil
     }
 
     /// What one journal row produced.
@@ -228,6 +231,7 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
+            partitionState.held = (snapshot.partitionsHeld ?? [:]).mapValues(Set.init)
             for (venue, ids) in fileRegionIDs where venues[venue]?.fileRegionIDs.isEmpty == true {
                 venues[venue]!.noteFileRegions(ids)
             }
@@ -255,7 +259,8 @@ final class EvaluatorRuntime {
 
     private var currentSnapshot: Snapshot {
         Snapshot(
-            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs)
+            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
+            partitionsHeld: partitionState.held.mapValues { $0.sorted() })
     }
 
     /// Reports what a future-dated observation did to a database written by an older version:
@@ -1064,7 +1069,14 @@ final class EvaluatorRuntime {
     /// resent by libmosquitto on reconnecting, before this, so the picture's newer values win.
     private func republishRetained() async throws {
         guard let publisher else { return }
-        let picture = try store.retainedPicture()
+        // A partitioned venue's subjects are left out: this evaluator's table may hold states of
+        // a partition it held before, older than its holder's since (the holder's are retained).
+        let picture = try store.retainedPicture().filter { message in
+            !partitionSettings.contains { venue, settings in
+                topics[venue].map { settings.partitioning.partition(ofOutput: message.topic, root: $0.root) != nil }
+                    ?? false
+            }
+        }
         guard !picture.isEmpty else { return }
         var batch: [OutboxPublisher.Row] = []
         for message in picture {
