@@ -43,7 +43,8 @@ enum PartitionedTier {
     }
 
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
-    /// leases on the cluster (TTL 6 s, margin 1 s), connected to `node`.
+    /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
+    /// journal rows (so that a restart starts from one).
     static func configuration(
         _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, cleanup: Cleanup
     ) throws -> String {
@@ -63,7 +64,7 @@ enum PartitionedTier {
                     "ttl": .number(ttl), "margin": 1,
                 ]
             ],
-            instance: instance)
+            instance: instance, evaluatorExtra: ["snapshotEvery": 20])
     }
 
     /// Waits until `child` has printed `marker` on at least `times` lines.
@@ -159,10 +160,12 @@ enum PartitionedTier {
 
     /// Starts `perimeter evaluator` for `instance` on `node`, killed by `cleanup` (resumed first,
     /// should it be stopped).
+    /// - Parameter path: a configuration written before (a restart), else a new one.
     static func evaluator(
-        _ instance: String, node: Int, cluster: NATSCluster, ttl: Double = 6, cleanup: Cleanup
+        _ instance: String, node: Int, cluster: NATSCluster, ttl: Double = 6, path: String? = nil,
+        cleanup: Cleanup
     ) async throws -> ChildProcess {
-        let path = try configuration(instance, cluster: cluster, node: node, ttl: ttl, cleanup: cleanup)
+        let path = try path ?? configuration(instance, cluster: cluster, node: node, ttl: ttl, cleanup: cleanup)
         let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
         cleanup.add {
             child.subprocess.signal(SIGCONT)
@@ -282,7 +285,9 @@ struct PartitionedEvaluatorTests {
     /// killed one's partitions are taken over within 10 s of the kill (measured and printed);
     /// the subscriber's transitions, deduplicated by id, are exactly those the pure evaluator
     /// gives for the same fixes (a fault-free run); the retained occupancy total and the sum of
-    /// the parts equal the number of subjects inside at the end.
+    /// the parts equal the number of subjects inside at the end. Then the killed one restarts on
+    /// its database (from a snapshot), gets its partitions back from the live holders, and one
+    /// more round gives exactly the fault-free run's next transitions; occupancy reads 0.
     /// The lease TTL of the kill test. A dead holder's partitions come free `ttl` after its last
     /// renewal (up to `ttl/3` before the death) and are taken at a survivor's next round: with
     /// 6 s that was 4.9–8.1 s on a quiet machine and beside two CPU hogs, but 17.9 s beside two
@@ -305,8 +310,10 @@ struct PartitionedEvaluatorTests {
                 "consumer", port: cluster.nodes[1].mqttPort,
                 filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
 
+            let pathA = try PartitionedTier.configuration(
+                "a", cluster: cluster, node: 0, ttl: Self.killTTL, cleanup: cleanup)
             let a = try await PartitionedTier.evaluator(
-                "a", node: 0, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
+                "a", node: 0, cluster: cluster, path: pathA, cleanup: cleanup)
             let b = try await PartitionedTier.evaluator(
                 "b", node: 1, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
             let c = try await PartitionedTier.evaluator(
@@ -413,12 +420,59 @@ struct PartitionedEvaluatorTests {
                 let (total, parts) = last(inbox.messages)
                 Issue.record("occupancy at the end: total \(total as Any), parts \(parts), expected \(inside)")
             }
+            // The killed one restarts from its snapshot and journal, holds nothing until its
+            // leases say so, and gets partitions 0 and 3 back from the live holders (handovers
+            // between live evaluators). One more round (everyone leaves) then gives exactly the
+            // fault-free run's next transitions: nothing replayed is made twice with a new id.
+            let restartedAt = ContinuousClock.now
+            let restarted = try await PartitionedTier.evaluator(
+                "a", node: 0, cluster: cluster, path: pathA, cleanup: cleanup)
+            #expect(restarted.output.contains("state restored from a snapshot"), "\(restarted.output.suffix(2000))")
+            let layoutAfter: [(ChildProcess, Set<Int>)] = [(restarted, [0, 3]), (b, [1, 4]), (c, [2, 5])]
+            let back: Bool? = try await waitForValue(timeout: .seconds(40), every: .milliseconds(50)) {
+                PartitionedTier.takenOver(restarted, after: 0).isSuperset(of: [0, 3])
+                    && layoutAfter.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            }
+            let backAfter = ContinuousClock.now - restartedAt
+            #expect(back == true, "a did not get partitions 0 and 3 back: \(restarted.output.suffix(3000))")
+            let finalRound = PartitionedTier.fixes(subjects: subjects, rounds: 17..<18, t0: fixes[0].t, step: 1)
+            var after = transitions
+            for fix in finalRound {
+                let input = Inbound.fix(
+                    PerimeterCore.Fix(
+                        subject: fix.subject, t: Date(timeIntervalSince1970: fix.t),
+                        position: GeoPoint(lon: 13.0, lat: fix.lat), accuracy: 5))
+                guard case .success(let outputs) = reference.handle(input, agent: fix.subject, receivedAt: Date())
+                else { continue }
+                for case .event(let event) in outputs where event.kind != .state { after.insert(event.id) }
+            }
+            #expect(after.count == transitions.count + subjects.count)
+            try await PartitionedTier.publish(publisher, finalRound, every: .milliseconds(15))
+            let afterRestart = after
+            do {
+                try await inbox.waitFor("the next round's transitions after the restart", timeout: .seconds(40)) {
+                    messages in
+                    Set(messages.compactMap(Transition.init).map(\.id)) == afterRestart
+                }
+                try await inbox.waitFor("occupancy 0 after everyone left", timeout: .seconds(30)) { messages in
+                    let (total, parts) = last(messages)
+                    return total == 0 && parts.count == 6 && parts.allSatisfy { $0 == 0 }
+                }
+            } catch {
+                let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "\(error): \(afterRestart.subtracting(got).count) missing, \(got.subtracting(afterRestart).count) not in the fault-free run; a: \(String(restarted.output.suffix(3000)))"
+                    ))
+            }
             let movedText = moved.map { "\($0)" } ?? "not within 30 s"
             #expect(
                 moved.map { $0 < .seconds(10) } == true, "the killed evaluator's partitions moved after \(movedText)")
             print(
                 "partitioned evaluators, kill -9 of one of three: its partitions 0,3 leased by survivors \(leasedAfter.map { "\($0)" } ?? "-") and taken over \(movedText) after the kill (TTL \(Self.killTTL) s); "
-                    + "\(expected.count) transitions as in the fault-free run; occupancy \(inside) = total = sum of 6 parts\n"
+                    + "\(expected.count) transitions as in the fault-free run; occupancy \(inside) = total = sum of 6 parts; "
+                    + "restarted from its snapshot, a had 0,3 back \(backAfter) after its start, and the next round's \(subjects.count) exits came as in the fault-free run\n"
                     + ([b, c].flatMap { child in
                         child.output.split(separator: "\n").filter {
                             $0.contains("partitions taken over") || $0.contains("partition leases changed")

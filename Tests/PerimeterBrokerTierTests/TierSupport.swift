@@ -38,7 +38,7 @@ enum Tier {
     ///   - instance: `evaluator.instance`.
     static func evaluatorConfiguration(
         in directory: URL, broker: JSONObject, extra: JSONObject = [:], venueExtra: JSONObject = [:],
-        instance: String = "tier"
+        instance: String = "tier", evaluatorExtra: JSONObject = [:]
     ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
@@ -49,10 +49,12 @@ enum Tier {
         for (key, value) in venueExtra { venueSettings[key] = value }
         var config: JSONObject = [
             "broker": .object(broker),
-            "evaluator": [
-                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
-                "statsInterval": 1, "instance": .string(instance),
-            ],
+            "evaluator": .object(
+                JSONObject(
+                    [
+                        ("database", .string(directory.appendingPathComponent("evaluator.sqlite").path)),
+                        ("tickInterval", 0.2), ("statsInterval", 1), ("instance", .string(instance)),
+                    ] + evaluatorExtra.map { ($0.key, $0.value) })),
             "venues": .object(JSONObject([(venue, .object(venueSettings))])),
             "log": ["level": "info"],
         ]
