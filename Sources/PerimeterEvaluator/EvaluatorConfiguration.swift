@@ -38,10 +38,11 @@ public struct EvaluatorConfiguration: ServiceSettings {
         }
     }
 
-    /// `venues.{id}.partitions = {count, nats, ttl, margin}` (docs/scale.md, "The evaluator on
-    /// partitions"): the venue's subjects in `count` partitions, routed by the broker's
-    /// mapping; leases in the JetStream key-value bucket `perimeter-leases` on the NATS
-    /// servers `nats`, held for `ttl` seconds, publishing stopped `margin` seconds before.
+    /// `venues.{id}.partitions = {count, nats, ttl, margin, replay}` (docs/scale.md, "The
+    /// evaluator on partitions"): the venue's subjects in `count` partitions, routed by the
+    /// broker's mapping; leases in the JetStream key-value bucket `perimeter-leases` on the NATS
+    /// servers `nats`, held for `ttl` seconds, publishing stopped `margin` seconds before; a
+    /// partition taken is read from its stream `replay` seconds back.
     public struct VenuePartitions: Sendable {
         public var partitioning: Partitioning
         public var servers: [String]
@@ -254,7 +255,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let partitionsKey = "\(key).partitions"
         guard !reader.children(of: partitionsKey).isEmpty else {
             if reader.json(partitionsKey) != nil {
-                reader.reject(partitionsKey, "expected an object {count, nats, ttl, margin}")
+                reader.reject(partitionsKey, "expected an object {count, nats, ttl, margin, replay}")
             }
             return nil
         }

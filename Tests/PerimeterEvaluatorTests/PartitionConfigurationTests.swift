@@ -12,13 +12,21 @@ struct PartitionConfigurationTests {
 
     static let cases: [([String], String)] = [
         ([], "none"),
-        (["venues.museum.partitions.count=8", nats], "8 nats://127.0.0.1:4222 6.0 1.0"),
+        (["venues.museum.partitions.count=8", nats], "8 nats://127.0.0.1:4222 6.0 1.0 30.0"),
         (
             [
                 "venues.museum.partitions.count=2", nats, "venues.museum.partitions.ttl=10",
                 "venues.museum.partitions.margin=2",
             ],
-            "2 nats://127.0.0.1:4222 10.0 2.0"
+            "2 nats://127.0.0.1:4222 10.0 2.0 30.0"
+        ),
+        (
+            ["venues.museum.partitions.count=2", nats, "venues.museum.partitions.replay=120"],
+            "2 nats://127.0.0.1:4222 6.0 1.0 120.0"
+        ),
+        (
+            ["venues.museum.partitions.count=2", nats, "venues.museum.partitions.replay=0"],
+            "refused venues.museum.partitions.replay"
         ),
         ([nats], "refused venues.museum.partitions.count: required"),
         (["venues.museum.partitions.count=0", nats], "refused venues.museum.partitions.count"),
@@ -57,7 +65,7 @@ struct PartitionConfigurationTests {
                     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
                 }
                 outcome =
-                    "\(partitions.partitioning.count) \(partitions.servers.joined(separator: ",")) \(seconds(partitions.lease.ttl)) \(seconds(partitions.lease.margin))"
+                    "\(partitions.partitioning.count) \(partitions.servers.joined(separator: ",")) \(seconds(partitions.lease.ttl)) \(seconds(partitions.lease.margin)) \(partitions.replay)"
             } else {
                 outcome = "none"
             }
