@@ -27,11 +27,35 @@ public struct EvaluatorConfiguration: ServiceSettings {
         /// `evaluator.strictRegions`, false): the evaluator does not start, and a reload keeps
         /// the regions in use. Otherwise the valid features are served and the venue is degraded.
         public var strictRegions: Bool
+        /// The venue split over several evaluators (`venues.{id}.partitions`); nil: one
+        /// evaluator serves the whole venue, as without partitions.
+        public var partitions: VenuePartitions?
 
         public init(settings: VenueSettings, regionsPath: String?, strictRegions: Bool = false) {
             self.settings = settings
             self.regionsPath = regionsPath
             self.strictRegions = strictRegions
+        }
+    }
+
+    /// `venues.{id}.partitions = {count, nats, ttl, margin, replay}` (docs/scale.md, "The
+    /// evaluator on partitions"): the venue's subjects in `count` partitions, routed by the
+    /// broker's mapping; leases in the JetStream key-value bucket `perimeter-leases` on the NATS
+    /// servers `nats`, held for `ttl` seconds, publishing stopped `margin` seconds before; a
+    /// partition taken is read from its stream `replay` seconds back.
+    public struct VenuePartitions: Sendable {
+        public var partitioning: Partitioning
+        public var servers: [String]
+        public var lease: PartitionLease
+        /// How far back a new holder reads a partition's observations from the broker's stream
+        /// (`replay`, seconds): longer than its former holder can have taken without publishing.
+        public var replay: Double
+
+        public init(partitioning: Partitioning, servers: [String], lease: PartitionLease, replay: Double = 30) {
+            self.partitioning = partitioning
+            self.servers = servers
+            self.lease = lease
+            self.replay = replay
         }
     }
 
@@ -137,11 +161,18 @@ public struct EvaluatorConfiguration: ServiceSettings {
                 venue.settings.trust.maxFutureSkew = maxClockSkew
                 venue.strictRegions = reader.bool("venues.\(name).strictRegions", default: strictRegions)
                 venue.settings.locationServices = readLocationServices("venues.\(name)", reader)
+                venue.partitions = readPartitions("venues.\(name)", venue: venue, instance: instance, reader)
                 venue.settings.homeAssistant = readHomeAssistant(
                     "venues.\(name).homeAssistant", reader, prefix: prefix,
                     statusTopic: statusTopic(prefix: prefix, instance: instance))
                 venues.append(venue)
             }
+        }
+        if role == .standby, let venue = venues.first(where: { $0.partitions != nil }) {
+            reader.reject(
+                "evaluator.role",
+                "standby does not apply to venue '\(venue.settings.id)', which is partitioned: its evaluators take over each other's partitions through their leases"
+            )
         }
         let served = Set(names)
         func adapter(_ key: String) -> String? {
@@ -211,6 +242,53 @@ public struct EvaluatorConfiguration: ServiceSettings {
         }
         if let reporters { settings.trust.reporters = readReporters(reporters, key: reportersKey, reader) }
         return Venue(settings: settings, regionsPath: regions)
+    }
+
+    /// `venues.{id}.partitions`, nil when absent. Every agent named as a reporter of other
+    /// subjects must be an exact id: it is subscribed in every partition
+    /// (`…/p/+/obs/{agent}/+`), which a pattern cannot be.
+    static func readPartitions(
+        _ key: String, venue: Venue, instance: String, _ reader: ConfigReader
+    )
+        -> VenuePartitions?
+    {
+        let partitionsKey = "\(key).partitions"
+        guard !reader.children(of: partitionsKey).isEmpty else {
+            if reader.json(partitionsKey) != nil {
+                reader.reject(partitionsKey, "expected an object {count, nats, ttl, margin, replay}")
+            }
+            return nil
+        }
+        let count = reader.int("\(partitionsKey).count", default: 0, range: 1...Partitioning.maxCount)
+        if reader.json("\(partitionsKey).count") == nil {
+            reader.reject("\(partitionsKey).count", "required: how many partitions (1…\(Partitioning.maxCount))")
+        }
+        let servers = reader.stringList("\(partitionsKey).nats") ?? []
+        let ttl = reader.double("\(partitionsKey).ttl", default: 6, range: 1...300)
+        let margin = reader.double("\(partitionsKey).margin", default: 1, range: 0...299)
+        let replay = reader.double("\(partitionsKey).replay", default: 30, range: 1...3600)
+        if servers.isEmpty {
+            reader.reject(
+                "\(partitionsKey).nats",
+                "required: the NATS servers holding the leases, like [\"nats://127.0.0.1:4222\"]")
+        }
+        if margin >= ttl { reader.reject("\(partitionsKey).margin", "must be less than ttl (\(ttl) s)") }
+        for id in [venue.settings.id, instance] {
+            if let problem = PartitionLeaseKeeper.keyProblem(id) {
+                reader.reject(partitionsKey, "the venue and evaluator.instance name lease keys: \(problem)")
+            }
+        }
+        for rule in venue.settings.trust.reporters where rule.agent.contains("*") {
+            reader.reject(
+                "\(key).reporters",
+                "'\(rule.agent)' is a pattern; a partitioned venue needs exact agent ids (each is subscribed in every partition)"
+            )
+        }
+        guard let partitioning = try? Partitioning(count: count), !servers.isEmpty, margin < ttl else { return nil }
+        return VenuePartitions(
+            partitioning: partitioning, servers: servers,
+            lease: PartitionLease(ttl: .milliseconds(Int(ttl * 1000)), margin: .milliseconds(Int(margin * 1000))),
+            replay: replay)
     }
 
     /// `venues.{id}.privacy`: who is authorized by default, which tags are assets, the

@@ -120,6 +120,13 @@ final class EvaluatorRuntime {
     private var venues: [String: VenueEvaluator] = [:]
     private let topics: [String: Topics]
     private let venueIDs: Set<String>
+    /// Venues split over several evaluators (`venues.{id}.partitions`), and what this
+    /// evaluator holds of them (EvaluatorPartitions.swift).
+    let partitionSettings: [String: EvaluatorConfiguration.VenuePartitions]
+    let partitionedIDs: Set<String>
+    var partitionState = PartitionRunState()
+    /// The venues whose publisher is decided by the retained leases: those not partitioned.
+    private var leasedVenueIDs: [String] { venueIDs.subtracting(partitionedIDs).sorted() }
     private var fileText: [String: String] = [:]
     private var fileRegionIDs: [String: Set<String>] = [:]
     private var cursor: Int64 = 0
@@ -147,6 +154,9 @@ final class EvaluatorRuntime {
         /// observation had pushed ahead. Venue time is the service's clock now.
         var clockEvents: [String: Date]?
         var clockWalls: [String: Date]?
+        /// The partitions each partitioned venue held as of the snapshot (the rows after it
+        /// are filtered by them); absent before partitions.
+        var partitionsHeld: [String: [Int]]? = nil
     }
 
     /// What one journal row produced.
@@ -176,6 +186,10 @@ final class EvaluatorRuntime {
         }
         self.topics = topics
         venueIDs = Set(topics.keys)
+        var partitionSettings: [String: EvaluatorConfiguration.VenuePartitions] = [:]
+        for venue in configuration.venues { partitionSettings[venue.settings.id] = venue.partitions }
+        self.partitionSettings = partitionSettings
+        partitionedIDs = Set(partitionSettings.keys)
         declareMetrics()
         try replay()
     }
@@ -217,6 +231,7 @@ final class EvaluatorRuntime {
             }
             fileText = snapshot.fileText
             fileRegionIDs = snapshot.fileRegionIDs
+            partitionState.held = (snapshot.partitionsHeld ?? [:]).mapValues(Set.init)
             for (venue, ids) in fileRegionIDs where venues[venue]?.fileRegionIDs.isEmpty == true {
                 venues[venue]!.noteFileRegions(ids)
             }
@@ -244,7 +259,8 @@ final class EvaluatorRuntime {
 
     private var currentSnapshot: Snapshot {
         Snapshot(
-            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs)
+            venues: venues.mapValues(\.snapshot), fileText: fileText, fileRegionIDs: fileRegionIDs,
+            partitionsHeld: partitionState.held.mapValues { $0.sorted() })
     }
 
     /// Reports what a future-dated observation did to a database written by an older version:
@@ -403,7 +419,7 @@ final class EvaluatorRuntime {
     /// processes and publishes until cancelled.
     private func serve(lease: LeaseKeeper) async throws {
         switch LeasePolicy.start(
-            role: configuration.role, me: configuration.instance, venues: Array(venueIDs), view: lease.view)
+            role: configuration.role, me: configuration.instance, venues: leasedVenueIDs, view: lease.view)
         {
         case .refuse(let reason):
             throw EvaluatorError(reason)
@@ -411,15 +427,42 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
+        // Partitioned venues: leases first; nothing is held until they say so (after a restart
+        // what this evaluator held may have moved: its subjects are dropped).
+        let partitioned = try partitionedIDs.sorted().map { id in
+            try PartitionedVenue(
+                venue: id, topics: topics[id]!, settings: partitionSettings[id]!, instance: configuration.instance,
+                broadcast: broadcastAgents(of: id), logger: logger)
+        }
+        for venue in partitioned {
+            partitionState.served[venue.venue] = venue
+            try journalPartitions(venue: venue.venue, [])
+        }
+        defer { for venue in partitioned { venue.close() } }
+        let gate = partitioned.isEmpty ? nil : PartitionGate(venues: partitioned)
         // Ticks, stats, lease changes, reloads and reconnections each count; arrivals and
         // acknowledgements only say "there is work" (coalesced).
         let wakes = Wakes<Wake>()
         let signalWork: @Sendable () -> Void = { wakes.work() }
+        if !partitioned.isEmpty {
+            partitionState.streamJournal = try PartitionStreamJournal(
+                path: configuration.databasePath, clock: clock, logger: logger
+            ) { [progress] topic, seq in
+                progress.journalled(topic, seq: seq)
+                signalWork()
+            }
+        }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
         let journal = ArrivalJournal(logger: logger) { [clock, progress] in
             if $0.topic == EvaluatorService.brokerDroppedTopic {
                 EvaluatorService.noteBrokerDropped($0.payload, retained: $0.retain, metrics: metrics)
+                return
+            }
+            // Occupancy parts are summed, not evaluated: kept in memory, never journalled.
+            for venue in partitioned {
+                guard let wake = venue.notePart($0) else { continue }
+                if wake { wakes.send(.occupancy) }
                 return
             }
             // Sizes are checked before anything is stored: an oversized payload leaves a stub.
@@ -477,14 +520,18 @@ final class EvaluatorRuntime {
         }
         try await output.connect(timeout: .seconds(366 * 86_400))
         try await publishStatus(client)
-        if publishing { try await lease.claim(Array(venueIDs), takenOver: false) }
+        if publishing && !leasedVenueIDs.isEmpty { try await lease.claim(leasedVenueIDs, takenOver: false) }
         logger.info(
             "evaluator running",
             metadata: [
                 "venues": .string(venueIDs.sorted().joined(separator: ",")), "broker": .string("\(client.endpoint)"),
                 "database": .string(configuration.databasePath), "role": .string(publishing ? "active" : "standby"),
             ])
-        let publisher = OutboxPublisher(client: output, maxUnacknowledged: configuration.maxUnacknowledged) {
+        var publisherGate: OutboxPublisher.Gate?
+        if let gate { publisherGate = { await gate($0) } }
+        let publisher = OutboxPublisher(
+            client: output, maxUnacknowledged: configuration.maxUnacknowledged, gate: publisherGate
+        ) {
             signalWork()
         }
         self.publisher = publisher
@@ -522,6 +569,21 @@ final class EvaluatorRuntime {
             group.addTask {
                 for await _ in lease.changed { wakes.send(.lease) }
             }
+            for venue in partitioned {
+                // The keeper's own monotonic clock (ContinuousClock: it counts through a pause);
+                // its rounds run off the cooperative pool (they block on the store).
+                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl, venue] in
+                    while !Task.isCancelled {
+                        let round = await keeper.stepAsync()
+                        if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty
+                            || venue.unread.withLock({ !$0.isEmpty })
+                        {
+                            wakes.send(.partitions)
+                        }
+                        try await Task.sleep(for: ttl / 6)
+                    }
+                }
+            }
             signalWork()
             for await reason in wakes.stream {
                 if Task.isCancelled { break }
@@ -535,6 +597,10 @@ final class EvaluatorRuntime {
                 case .control(.reconnected):
                     if publishing { try await republishRetained() }
                 case .control(.lease): try await followLease(lease, client)
+                case .control(.partitions):
+                    try await followPartitions()
+                    try await publisher.send(occupancyTotals())
+                case .control(.occupancy): try await publisher.send(occupancyTotals())
                 case .control(.reload):
                     logger.notice("SIGHUP: re-reading regions files")
                     try journalRegionFiles(failOnProblems: false)
@@ -556,7 +622,7 @@ final class EvaluatorRuntime {
     }
 
     /// A tick carries the moment its timer fired.
-    enum Wake { case tick(Date), stats, reload, lease, reconnected }
+    enum Wake { case tick(Date), stats, reload, lease, reconnected, partitions, occupancy }
 
     /// Home Assistant discovery as configured now, for the regions and subjects the state
     /// already holds (discovery just turned on, its settings changed, or turned off): committed
@@ -616,6 +682,11 @@ final class EvaluatorRuntime {
 
     /// The publishing stage (set once connected).
     private var publisher: OutboxPublisher?
+    /// The partitioned venues' check before each publish (nil without partitioned venues).
+    private var partitionGate: PartitionGate? {
+        partitionState.served.isEmpty
+            ? nil : PartitionGate(venues: partitionState.served.values.sorted { $0.venue < $1.venue })
+    }
 
     private func publishStatus(_ client: MQTTClient) async throws {
         let status: JSONValue = [
@@ -630,7 +701,8 @@ final class EvaluatorRuntime {
     /// standby took them over (an active that was cut off): ``LeasePolicy``.
     private func followLease(_ lease: LeaseKeeper, _ client: MQTTClient) async throws {
         let view = lease.view
-        let venues = Array(venueIDs)
+        let venues = leasedVenueIDs
+        guard !venues.isEmpty else { return }
         if !publishing && LeasePolicy.shouldTakeOver(me: configuration.instance, venues: venues, view: view) {
             let holders = venues.compactMap { view.leases[$0]?.instance }.filter { $0 != configuration.instance }
             try await lease.claim(venues, takenOver: true)
@@ -661,14 +733,29 @@ final class EvaluatorRuntime {
         var filters: [String] = []
         for venue in venueIDs.sorted() {
             let root = "\(configuration.prefix)/\(venue)"
+            if partitionSettings[venue] != nil, let topics = topics[venue] {
+                // A held partition's observations are read from the broker's stream; gateways'
+                // and reporters' of other subjects come here in every partition (their
+                // messages name subjects of all of them).
+                filters += broadcastAgents(of: venue).sorted().map(topics.observationsInAnyPartition(agent:))
+                filters.append(topics.allOccupancyParts)
+            } else {
+                filters.append("\(root)/obs/+/+")
+            }
             filters += [
-                "\(root)/obs/+/+", "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
+                "\(root)/agents/+/status", "\(root)/regions/+", "\(root)/subjects/+/+",
                 "\(root)/sessions/+/+", "\(root)/admin/+/+",
             ]
         }
         if configuration.ownTracksVenue != nil { filters.append("owntracks/+/+") }
         if configuration.espresenseVenue != nil { filters.append("espresense/devices/+/+") }
         return filters
+    }
+
+    /// A partitioned venue's gateways and reporters of other subjects.
+    func broadcastAgents(of venue: String) -> Set<String> {
+        guard let settings = configuration.venues.first(where: { $0.settings.id == venue })?.settings else { return [] }
+        return Set(settings.gateways.map(\.id) + settings.trust.reporters.map(\.agent))
     }
 
     /// Journals a tick for every venue, dated when its timer fired (the service's clock); a
@@ -690,7 +777,7 @@ final class EvaluatorRuntime {
 
     /// Runs a write of the processor's while the network thread is not journalling (see
     /// ``ArrivalJournal/withProcessorTurn(_:)``); before the journal exists, at once.
-    private func inTurn<T>(_ body: () throws -> T) rethrows -> T {
+    func inTurn<T>(_ body: () throws -> T) rethrows -> T {
         guard let arrivals else { return try body() }
         return try arrivals.withProcessorTurn(body)
     }
@@ -840,6 +927,10 @@ final class EvaluatorRuntime {
         item.forget = row.kind == .tick && applied.outputs.isEmpty
         for output in applied.outputs {
             guard let venue = applied.venue, let topics = topics[venue] else { continue }
+            if let parts = occupancyParts(output, venue: venue, evaluator: venues[venue]!) {
+                item.messages += parts
+                continue
+            }
             switch output {
             case .privacyDrop(_, let reason):
                 // An observation the privacy gate refused is not kept (DESIGN.md §5).
@@ -878,8 +969,21 @@ final class EvaluatorRuntime {
             }
             item.messages += output.messages(topics: topics)
         }
-        if let deadletter = applied.deadletter { item.messages.append(deadletter) }
-        item.messages += applied.partDeadletters
+        if let venue = applied.venue, partitionSettings[venue] != nil {
+            // Transitions before the retained picture (a stable partition: the order within
+            // each kind kept): a holder that dies between the two leaves a state older than
+            // its transition, and its next holder, starting from that state, makes the
+            // transition again (same id), instead of a state that says it was made while it
+            // never went out.
+            let retained = item.messages.filter(\.retain)
+            item.messages = item.messages.filter { !$0.retain } + retained
+        }
+        // A replayed observation's refusal was its former holder's to report (or the state
+        // it started from already covers it: out of order).
+        if row.kind != .replayed {
+            if let deadletter = applied.deadletter { item.messages.append(deadletter) }
+            item.messages += applied.partDeadletters
+        }
         if let venue = applied.venue, venues[venue] != nil { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
         return item
     }
@@ -901,7 +1005,11 @@ final class EvaluatorRuntime {
     private func publish(
         _ rows: [EvaluatorStore.OutboxRow], ephemeral: [OutboundMessage], _ client: MQTTClient
     ) async throws {
-        for message in ephemeral {
+        for var message in ephemeral {
+            if let gate = partitionGate {
+                guard let passed = gate.now([Self.mqttMessage(message)]).first ?? nil else { continue }
+                message.payload = passed.payload
+            }
             try? await client.publish(
                 message.topic, payload: message.payload, qos: .atMostOnce, retain: false,
                 properties: MQTTProperties(messageExpiry: message.expiry, contentType: "application/json"))
@@ -945,6 +1053,16 @@ final class EvaluatorRuntime {
         }
         try store.markSent(acknowledged.sent)
         if !acknowledged.refused.isEmpty { try store.markRefused(acknowledged.refused.map(\.number)) }
+        if !acknowledged.fenced.isEmpty {
+            // Held back: the partition's lease is not ours now. Set aside, never retried: sent
+            // later (with a newer token, were the partition ours again) a held-back state would
+            // overwrite its new holder's newer one.
+            try store.markRefused(acknowledged.fenced)
+            metrics.add("perimeter_outputs_fenced_total", Double(acknowledged.fenced.count))
+            logger.notice(
+                "outputs held back: their partition's lease is not held now",
+                metadata: ["messages": "\(acknowledged.fenced.count)"])
+        }
         stats.published += acknowledged.sent.count
         for roundTrip in acknowledged.roundTrips {
             metrics.observe(
@@ -962,7 +1080,14 @@ final class EvaluatorRuntime {
     /// resent by libmosquitto on reconnecting, before this, so the picture's newer values win.
     private func republishRetained() async throws {
         guard let publisher else { return }
-        let picture = try store.retainedPicture()
+        // A partitioned venue's subjects are left out: this evaluator's table may hold states of
+        // a partition it held before, older than its holder's since (the holder's are retained).
+        let picture = try store.retainedPicture().filter { message in
+            !partitionSettings.contains { venue, settings in
+                topics[venue].map { settings.partitioning.partition(ofOutput: message.topic, root: $0.root) != nil }
+                    ?? false
+            }
+        }
         guard !picture.isEmpty else { return }
         var batch: [OutboxPublisher.Row] = []
         for message in picture {
@@ -1015,6 +1140,9 @@ final class EvaluatorRuntime {
             help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
         metrics.declare("perimeter_takeovers_total", .counter, help: "Times this standby took its venues over.")
+        metrics.declare(
+            "perimeter_outputs_fenced_total", .counter,
+            help: "Outputs held back because their partition's lease was not held when they were due (never sent).")
         metrics.declare(
             "perimeter_retained_republished_total", .counter,
             help: "Retained messages republished after connections that may have met a broker without them.")
@@ -1126,7 +1254,16 @@ final class EvaluatorRuntime {
 
     /// Runs one journal row through the core. Deterministic: replay gives the same outputs.
     func apply(_ row: EvaluatorStore.InboxRow) -> Applied {
+        let row = unpartitioned(row)
         switch row.kind {
+        case .partitions:
+            let venue = row.topic
+            guard venues[venue] != nil else { return Applied() }
+            return Applied(venue: venue, outputs: applyPartitions(row, venue: &venues[venue]!))
+        case .handover:
+            let venue = row.topic
+            guard venues[venue] != nil else { return Applied() }
+            return Applied(venue: venue, outputs: applyHandover(row, venue: &venues[venue]!))
         case .tick:
             let venue = row.topic
             guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), seconds.isFinite,
@@ -1163,7 +1300,7 @@ final class EvaluatorRuntime {
             return Applied(
                 venue: venue, outputs: outputs,
                 partDeadletters: noteRegionsFile(venue: venue, document, at: row.received))
-        case .arrival:
+        case .arrival, .replayed:
             break
         }
         guard let route = InboundDecoder.route(topic: row.topic, prefix: configuration.prefix, venues: venueIDs) else {
@@ -1189,7 +1326,12 @@ final class EvaluatorRuntime {
         } catch {
             return reject(row, venue: venue, error)
         }
-        let inputs = decoded.inputs
+        let inputs = restrictToHeld(decoded.inputs, venue: venue, evaluator: venues[venue]!)
+        if inputs.isEmpty && !decoded.inputs.isEmpty {
+            // About subjects of partitions another evaluator holds.
+            stats.ignored += 1
+            return Applied()
+        }
         if let n = decoded.sequence, let agent = Self.agent(of: route) { noteSequence(n, agent: agent, venue: venue) }
         if !configuration.forbiddenIDCharacters.isEmpty {
             for input in inputs {

@@ -25,6 +25,16 @@ public final class EvaluatorStore {
         /// An MQTT message over the payload limit, kept as a stub (topic; payload: its size in
         /// bytes, as text) so that it is dead-lettered without ever being stored whole.
         case oversized = 3
+        /// The partitions of a partitioned venue this evaluator holds from here on (topic: the
+        /// venue; payload: `{"held":[n,…]}`): a replay keeps and drops subjects as the run did.
+        case partitions = 4
+        /// Partitions taken over (topic: the venue; payload: `{"partitions":[n,…],"states":[…]}`,
+        /// the retained states of their subjects): the engines start from them.
+        case handover = 5
+        /// An observation of a partition just taken, stored by the broker before it was taken
+        /// (topic and payload as an arrival's): processed as one, but refusals are not
+        /// dead-lettered again (its former holder did that, or the state already covers it).
+        case replayed = 6
     }
 
     public struct InboxRow: Sendable {

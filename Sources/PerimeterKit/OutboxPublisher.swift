@@ -34,7 +34,9 @@ public final class OutboxPublisher: Sendable {
         public var refused: [(number: Int64, topic: String, error: MQTTError)] = []
         /// Per batch confirmed, from its send to its last acknowledgement (for a histogram).
         public var roundTrips: [Duration] = []
-        public var isEmpty: Bool { sent.isEmpty && refused.isEmpty }
+        /// Rows the gate held back (their owner may not publish them now): never sent.
+        public var fenced: [Int64] = []
+        public var isEmpty: Bool { sent.isEmpty && refused.isEmpty && fenced.isEmpty }
         public init() {}
     }
 
@@ -58,16 +60,26 @@ public final class OutboxPublisher: Sendable {
     private let maxUnacknowledged: Int
     private let state = Mutex(State())
     private let onAcknowledged: @Sendable () -> Void
+    private let gate: Gate?
+
+    /// Asked about every batch right before it is handed to the client: for each message, the
+    /// message to send (it may be rewritten: a fencing token added), or nil to hold it back
+    /// (reported in ``Acknowledged/fenced``, never sent). One answer per message, in order. It
+    /// may wait (a lease being renewed late): sending waits with it.
+    public typealias Gate = @Sendable ([MQTTMessage]) async -> [MQTTMessage?]
 
     /// - Parameters:
     ///   - maxUnacknowledged: messages out at most before ``send(_:)`` waits.
+    ///   - gate: see ``Gate``; nil sends everything as it is.
     ///   - onAcknowledged: called (from ``run()``'s task) after each batch is confirmed, so an
     ///     idle owner can wake to record it.
     public init(
-        client: MQTTClient, maxUnacknowledged: Int = 20_000, onAcknowledged: @escaping @Sendable () -> Void = {}
+        client: MQTTClient, maxUnacknowledged: Int = 20_000, gate: Gate? = nil,
+        onAcknowledged: @escaping @Sendable () -> Void = {}
     ) {
         self.client = client
         self.maxUnacknowledged = max(1, maxUnacknowledged)
+        self.gate = gate
         self.onAcknowledged = onAcknowledged
     }
 
@@ -87,6 +99,27 @@ public final class OutboxPublisher: Sendable {
                     return false
                 }
                 if now { continuation.resume() }
+            }
+        }
+        var rows = rows
+        if let gate {
+            // Right before the hand-over: a lease lost while the rows waited for room counts.
+            var kept: [Row] = []
+            var fenced: [Int64] = []
+            kept.reserveCapacity(rows.count)
+            for (var row, answer) in zip(rows, await gate(rows.map(\.message))) {
+                if let message = answer {
+                    row.message = message
+                    kept.append(row)
+                } else {
+                    fenced.append(row.number)
+                }
+            }
+            if !fenced.isEmpty { state.withLock { $0.acknowledged.fenced += fenced } }
+            rows = kept
+            guard !rows.isEmpty else {
+                onAcknowledged()
+                return
             }
         }
         let receipt = try client.send(batch: rows.map(\.message))

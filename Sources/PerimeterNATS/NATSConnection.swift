@@ -8,7 +8,7 @@ import Foundation
 ///   the handles are destroyed once, in ``close()`` (or deinit), after which calls throw.
 public final class NATSConnection: @unchecked Sendable {
     private var connection: OpaquePointer?
-    private var jetStream: OpaquePointer?
+    var jetStream: OpaquePointer?
     public let servers: [String]
 
     /// Connects to the first server of `servers` that answers (`nats://host:port`), reconnecting

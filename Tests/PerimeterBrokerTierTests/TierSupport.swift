@@ -12,6 +12,17 @@ enum Tier {
     static let venue = "test"
     static let root = "perimeter/v1/test"
 
+    /// The venue's regions: `hall`, a circle of 50 m around 45° N 13° E.
+    static let regions: JSONValue = [
+        "type": "FeatureCollection",
+        "features": [
+            [
+                "type": "Feature", "id": "hall", "properties": ["radius": 50],
+                "geometry": ["type": "Point", "coordinates": [13.0, 45.0]],
+            ]
+        ],
+    ]
+
     /// A fresh temporary directory.
     static func directory(_ name: String) throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -22,31 +33,29 @@ enum Tier {
 
     /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E;
     /// everyone authorized) with the given `broker.*` settings; returns its path.
+    /// - Parameters:
+    ///   - venueExtra: more settings of the venue (`partitions`).
+    ///   - instance: `evaluator.instance`.
     static func evaluatorConfiguration(
-        in directory: URL, broker: JSONObject, extra: JSONObject = [:]
+        in directory: URL, broker: JSONObject, extra: JSONObject = [:], venueExtra: JSONObject = [:],
+        instance: String = "tier", evaluatorExtra: JSONObject = [:]
     ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
-        let regions: JSONValue = [
-            "type": "FeatureCollection",
-            "features": [
-                [
-                    "type": "Feature", "id": "hall", "properties": ["radius": 50],
-                    "geometry": ["type": "Point", "coordinates": [13.0, 45.0]],
-                ]
-            ],
-        ]
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)
         // agent-1 reports every test subject (docs/security.md: bound by venues.{id}.reporters).
-        let venueSettings: JSONValue = [
+        var venueSettings: JSONObject = [
             "regions": .string(regionsPath), "privacy": ["open": true], "reporters": ["agent-1": ["*"]],
         ]
+        for (key, value) in venueExtra { venueSettings[key] = value }
         var config: JSONObject = [
             "broker": .object(broker),
-            "evaluator": [
-                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path), "tickInterval": 0.2,
-                "statsInterval": 1, "instance": "tier",
-            ],
-            "venues": .object(JSONObject([(venue, venueSettings)])),
+            "evaluator": .object(
+                JSONObject(
+                    [
+                        ("database", .string(directory.appendingPathComponent("evaluator.sqlite").path)),
+                        ("tickInterval", 0.2), ("statsInterval", 1), ("instance", .string(instance)),
+                    ] + evaluatorExtra.map { ($0.key, $0.value) })),
+            "venues": .object(JSONObject([(venue, .object(venueSettings))])),
             "log": ["level": "info"],
         ]
         for (key, value) in extra { config[key] = value }

@@ -512,7 +512,10 @@ public struct BeaconEngine: Sendable {
         for state in scanners[index].regions {
             guard let id = matcher.regionID(slot: Int(state.slot)) else { continue }
             retired[id, default: [:]][subject] = state.membership.seq
-            events.append(.state(region: id, subject: subject, state: .unmonitored, at: t, reason: reason))
+            events.append(
+                .state(
+                    region: id, subject: subject, state: .unmonitored, at: t, reason: reason,
+                    seq: state.membership.seq))
         }
         scanners[index].regions = []
         scanners[index].beacons = []

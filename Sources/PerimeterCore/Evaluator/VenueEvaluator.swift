@@ -178,6 +178,9 @@ public struct VenueEvaluator: Sendable {
     /// Subjects inside `region` now.
     public func occupants(of region: String) -> Set<String> { inside[region] ?? [] }
 
+    /// The ids of the venue's regions, sorted.
+    public var regionIDs: [String] { regions.keys.sorted() }
+
     public func place(of subject: String) -> PlaceAnswer? { places[subject] }
 
     /// The confirmed state of a subject for a region, from whichever engine holds it.
@@ -373,6 +376,95 @@ public struct VenueEvaluator: Sendable {
             _ = beacons.reset(subject: subject, at: t, reason: "clockRepair")
         }
         return subjects.sorted()
+    }
+
+    /// Lets go of subjects another evaluator now serves (their partition moved, docs/scale.md):
+    /// the engines forget their tracks, occupancy, places and visits drop them, and nothing is
+    /// published (their new holder publishes for them). Venue-wide records (privacy, sessions,
+    /// preferences, agents) are kept: every evaluator of the venue has them. Their sequence
+    /// numbers are kept too, as ``GeofenceEngine/forget(subject:at:reason:)`` keeps them.
+    /// - Returns: the subjects dropped, sorted.
+    public mutating func dropSubjects(at t: Date, where leaving: (String) -> Bool) -> [String] {
+        var known = Set(geofences.subjects(observedAfter: .distantPast))
+        known.formUnion(beacons.subjects(reportedAfter: .distantPast))
+        for members in inside.values { known.formUnion(members) }
+        known.formUnion(places.keys)
+        known.formUnion(located.keys)
+        let dropped = known.filter(leaving).sorted()
+        for subject in dropped {
+            _ = geofences.forget(subject: subject, at: t, reason: "moved")
+            _ = beacons.forget(subject: subject, at: t, reason: "moved")
+            for region in inside.keys { inside[region]!.remove(subject) }
+            places[subject] = nil
+            gpsPlaces[subject] = nil
+            located[subject] = nil
+            locationServices.erase(subject: subject)
+        }
+        return dropped
+    }
+
+    /// One subject's retained state for a region, as a handover reads it (docs/scale.md).
+    public struct AdoptedState: Sendable, Hashable {
+        public var region: String
+        public var subject: String
+        public var state: MembershipState
+        public var seq: Int
+        public var t: Date
+
+        public init(region: String, subject: String, state: MembershipState, seq: Int, t: Date) {
+            self.region = region
+            self.subject = subject
+            self.state = state
+            self.seq = seq
+            self.t = t
+        }
+
+        /// Reads a retained `state/{region}/{subject}` payload; nil when it is not one.
+        public init?(payload: [UInt8]) {
+            guard let json = try? JSONParser.parse(payload), let region = json["region"]?.stringValue,
+                let subject = json["subject"]?.stringValue,
+                let state = json["state"]?.stringValue.flatMap(MembershipState.init(rawValue:)),
+                let t = json["t"]?.stringValue.flatMap(Timestamp.parse)
+            else { return nil }
+            let seq = json["seq"]?.intValue ?? 0
+            guard seq >= 0 else { return nil }
+            self.init(region: region, subject: subject, state: state, seq: seq, t: t)
+        }
+
+        public var json: JSONValue {
+            [
+                "region": .string(region), "subject": .string(subject), "state": .string(state.rawValue),
+                "seq": .number(Double(seq)), "t": .string(Timestamp.format(t)),
+            ]
+        }
+    }
+
+    /// Takes subjects over from their retained states (a partition moved here, docs/scale.md,
+    /// "Handover"): geographic regions' memberships as ``GeofenceEngine/adopt(subject:region:state:seq:since:now:)``
+    /// says, and occupancy and places from them. Beacon regions are not taken over (their
+    /// scanner state is not in the retained picture): they start again with the next scan.
+    /// - Returns: the occupancy of every region whose count changed.
+    public mutating func adopt(_ states: [AdoptedState], now: Date) -> [EvaluatorOutput] {
+        var changed: Set<String> = []
+        for item in states {
+            guard let region = regions[item.region], region.isGeographic else { continue }
+            geofences.adopt(
+                subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t, now: now)
+            let inside = item.state == .inside
+            let moved =
+                inside
+                ? self.inside[item.region, default: []].insert(item.subject).inserted
+                : self.inside[item.region]?.remove(item.subject) != nil
+            if moved { changed.insert(item.region) }
+            if Self.isPlace(region) {
+                if inside {
+                    gpsPlaces[item.subject, default: []].insert(item.region)
+                } else {
+                    gpsPlaces[item.subject]?.remove(item.region)
+                }
+            }
+        }
+        return changed.sorted().map { .occupancy(region: $0, count: inside[$0]?.count ?? 0, t: now) }
     }
 
     /// Whether a rejected message's payload and detailed reason may go on the dead-letter

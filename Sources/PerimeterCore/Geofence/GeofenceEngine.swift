@@ -190,7 +190,9 @@ public struct GeofenceEngine: Sendable {
             if membership.state == .unmonitored {
                 membership.state = .unknown
                 events.append(
-                    .state(region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule"))
+                    .state(
+                        region: id, subject: fix.subject, state: .unknown, at: fix.t, reason: "schedule",
+                        seq: membership.seq))
             }
             // Only on the line from the last fix, far from the fix itself: a crossing or nothing.
             let onlyOnSegment = segmentRegions.contains(id)
@@ -375,9 +377,37 @@ public struct GeofenceEngine: Sendable {
         var events: [RegionEvent] = []
         for id in track.memberships.keys.sorted() {
             retired[id, default: [:]][subject] = track.memberships[id]!.seq
-            events.append(.state(region: id, subject: subject, state: .unmonitored, at: t, reason: reason))
+            events.append(
+                .state(
+                    region: id, subject: subject, state: .unmonitored, at: t, reason: reason,
+                    seq: track.memberships[id]!.seq))
         }
         return events
+    }
+
+    /// Takes a subject's membership of a region over as another evaluator left it, from its
+    /// retained `state` (docs/scale.md, "Handover"): the state, the transitions counted so far
+    /// (so the next one has the id the other would have given it) and when it began, which
+    /// becomes the subject's last observation time (older observations replayed after it are
+    /// refused as out of order; newer ones go on from the state). What the retained state does
+    /// not say starts empty: the last fix, a pending delayed change; a dwell counts as fired
+    /// when it was due by `now`. Publishes nothing. An unknown region is ignored.
+    public mutating func adopt(
+        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date, now: Date
+    ) {
+        guard let region = index[id]?.region, state != .unmonitored else { return }
+        var track = subjects[subject] ?? Track()
+        var membership = Membership(seq: max(seq, retired[id]?[subject] ?? 0), epoch: erasures)
+        membership.state = state
+        membership.lastKnown = state == .unknown ? nil : state
+        if state == .inside {
+            membership.enteredAt = t
+            membership.insideSince = t
+            membership.dwellFired = region.dwellAfter.map { t.addingTimeInterval($0) <= now } ?? false
+        }
+        track.memberships[id] = membership
+        track.lastTime = max(track.lastTime ?? t, t)
+        subjects[subject] = track
     }
 
     // MARK: - Regions

@@ -132,6 +132,8 @@ struct Membership: Sendable, Codable {
             enteredAt = nil
             insideSince = nil
         }
+        // The state says how many transitions the membership has counted, this one's included.
+        events[0].seq = seq
         return events
     }
 
@@ -161,13 +163,15 @@ struct Membership: Sendable, Codable {
         guard state == .inside || state == .outside else { return nil }
         state = .unknown
         pending = nil
-        return .state(region: context.region.id, subject: context.subject, state: .unknown, at: t, reason: reason)
+        return .state(
+            region: context.region.id, subject: context.subject, state: .unknown, at: t, reason: reason, seq: seq)
     }
 
     mutating func setUnmonitored(at t: Date, reason: String, _ context: MembershipContext) -> RegionEvent {
         state = .unmonitored
         pending = nil
-        return .state(region: context.region.id, subject: context.subject, state: .unmonitored, at: t, reason: reason)
+        return .state(
+            region: context.region.id, subject: context.subject, state: .unmonitored, at: t, reason: reason, seq: seq)
     }
 
     private mutating func transition(

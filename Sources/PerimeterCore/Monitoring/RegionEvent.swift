@@ -22,7 +22,9 @@ public struct RegionEvent: Sendable, Hashable, Codable {
     /// Event time: when the transition happened by the evidence (a delayed enter is confirmed
     /// at the moment the delay ran out; a crossing at the interpolated boundary time).
     public var t: Date
-    /// Per (subject, region) count of transitions published, starting at 1; 0 for state events.
+    /// Per (subject, region) count of transitions published, starting at 1. For a state event:
+    /// the count so far (0 before the first transition), so that whoever takes the subject
+    /// over from the retained state goes on counting (docs/scale.md, "Handover").
     public var seq: Int
     /// Deterministic id of a transition (empty for state events): the same inputs always give
     /// the same id, so replicas and restarts make duplicates that consumers can drop.
@@ -64,9 +66,9 @@ public struct RegionEvent: Sendable, Hashable, Codable {
 
     /// A state event: `subject` is now `state` for `region`.
     static func state(
-        region: String, subject: String, state: MembershipState, at t: Date, reason: String?
+        region: String, subject: String, state: MembershipState, at t: Date, reason: String?, seq: Int = 0
     ) -> RegionEvent {
-        RegionEvent(kind: .state, region: region, subject: subject, t: t, state: state, reason: reason)
+        RegionEvent(kind: .state, region: region, subject: subject, t: t, seq: seq, state: state, reason: reason)
     }
 
     /// The id of transition number `seq` of `kind` for (venue, region, subject).
@@ -128,6 +130,10 @@ public struct RegionEvent: Sendable, Hashable, Codable {
             string("region", region)
             string("subject", subject)
             string("t", Timestamp.format(t))
+            if seq > 0 {
+                member("seq")
+                JSONValue.writeNumber(Double(seq), to: &out)
+            }
             if let reason { string("reason", reason) }
             if let venue { string("venue", venue) }
             out += "}"

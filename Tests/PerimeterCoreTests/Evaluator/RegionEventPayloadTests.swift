@@ -20,6 +20,8 @@ struct RegionEventPayloadTests {
             object["region"] = .string(event.region)
             object["subject"] = .string(event.subject)
             object["t"] = .string(Timestamp.format(event.t))
+            // The transitions so far, from the takeover of partitions on (absent while 0).
+            if event.seq > 0 { object["seq"] = .number(Double(event.seq)) }
             if let reason = event.reason { object["reason"] = .string(reason) }
             if let venue { object["venue"] = .string(venue) }
             return JSONValue.object(object).serialized()
@@ -62,6 +64,7 @@ struct RegionEventPayloadTests {
             RegionEvent(kind: .dwell, region: "r", subject: "s", t: t0, seq: 0, id: "y", source: "timer"),
             RegionEvent.heldEnter,
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: .inside),
+            RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, seq: 4, state: .inside),
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: .unknown, reason: "agentOffline"),
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: nil),
         ])

@@ -1,0 +1,489 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterNATS
+import Synchronization
+
+/// One partitioned venue as this run serves it (docs/scale.md, "The evaluator on partitions"):
+/// its leases and the occupancy parts read back from the broker.
+final class PartitionedVenue: Sendable {
+    let venue: String
+    let topics: Topics
+    let settings: EvaluatorConfiguration.VenuePartitions
+    let keeper: PartitionLeaseKeeper
+    private let connection: NATSConnection
+    /// The stream that keeps the venue's mapped observations (`perimeter-obs-{venue}`).
+    let stream: String
+    /// Agents whose messages come by MQTT to every evaluator (gateways, reporters of others).
+    let broadcast: Set<String>
+    private let followers = Mutex<[Int: NATSStreamFollower]>([:])
+    /// Partitions taken whose stream could not be read yet, with when they were taken: tried
+    /// again every round of the keeper.
+    let unread = Mutex<[Int: Date]>([:])
+    /// Every partition's latest accepted occupancy part (written on the network thread).
+    let board = Mutex(OccupancyParts())
+    /// Set when a part arrived since the processor last looked (one wake per batch of them).
+    let boardChanged = Atomic<Bool>(false)
+
+    init(
+        venue: String, topics: Topics, settings: EvaluatorConfiguration.VenuePartitions, instance: String,
+        broadcast: Set<String>, logger: Logger
+    ) throws {
+        self.venue = venue
+        self.topics = topics
+        self.settings = settings
+        self.broadcast = broadcast
+        stream = "perimeter-obs-\(venue)"
+        do {
+            connection = try NATSConnection(servers: settings.servers, timeout: .seconds(2))
+            let store = try connection.keyValue(bucket: "perimeter-leases", ttl: settings.lease.ttl, replicas: 3)
+            // The broker keeps every mapped observation a while, so that a partition's new
+            // holder reads what its former holder may have taken without publishing.
+            try connection.ensureStream(
+                name: stream, subjects: [Self.natsSubject(topics.root) + ".p.*.obs.*.*"],
+                maxAge: .seconds(max(60, Int(settings.replay * 2))), replicas: 3)
+            keeper = PartitionLeaseKeeper(
+                store: store, venue: venue, instance: instance, partitions: settings.partitioning,
+                policy: settings.lease, logger: logger)
+        } catch {
+            throw EvaluatorError(
+                "venue '\(venue)': cannot reach the partition leases on \(settings.servers.joined(separator: ",")) "
+                    + "(venues.\(venue).partitions.nats): \(error)")
+        }
+    }
+
+    /// At shutdown: stop reading, stop publishing, give every lease up, close the connection.
+    func close() {
+        for follower in followers.withLock({ $0 }).values { follower.stop() }
+        keeper.releaseAll()
+        connection.close()
+    }
+
+    /// An MQTT topic as a NATS subject (`/` is `.`), and back.
+    static func natsSubject(_ topic: String) -> String { topic.replacingOccurrences(of: "/", with: ".") }
+    static func mqttTopic(_ subject: String) -> String { subject.replacingOccurrences(of: ".", with: "/") }
+
+    /// Reads partition `n`'s observations from the stream, from `start` on and then as they
+    /// come, handing each to `journal` (replayed: stored before `takenAt`). Messages of
+    /// broadcast agents are left out: they come by MQTT.
+    func follow(
+        _ partition: Int, from start: Date, takenAt: Date, journal: PartitionStreamJournal
+    ) throws(NATSError) {
+        let prefix = topics.root + "/p/\(partition)/obs/"
+        let broadcast = broadcast
+        let follower = try connection.follow(
+            subject: Self.natsSubject(topics.partitionObservations(partition)).replacingOccurrences(of: "+", with: "*"),
+            from: start
+        ) { message in
+            let topic = Self.mqttTopic(message.subject)
+            if let agent = topic.dropFirst(prefix.count).split(separator: "/").first,
+                broadcast.contains(Topics.decodeLevel(String(agent)))
+            {
+                return
+            }
+            journal.write(
+                message.stored < takenAt ? .replayed : .arrival, topic: topic, payload: message.payload)
+        }
+        let previous = followers.withLock { followers in
+            defer { followers[partition] = follower }
+            return followers[partition]
+        }
+        previous?.stop()
+    }
+
+    /// Stops reading partition `n`.
+    func stopFollowing(_ partition: Int) {
+        unread.withLock { _ = $0.removeValue(forKey: partition) }
+        followers.withLock { $0.removeValue(forKey: partition) }?.stop()
+    }
+
+    /// Takes an occupancy part read back from the broker. Nil when the message is not one of
+    /// this venue's parts; else whether the processor must be woken (the first change since it
+    /// last looked).
+    func notePart(_ message: MQTTMessage) -> Bool? {
+        guard let region = topics.regionOfOccupancyPart(message.topic) else { return nil }
+        // A cleared part (empty retained payload) or a malformed one: nothing to sum.
+        guard let (partition, part) = OccupancyParts.part(from: message.payload),
+            settings.partitioning.all.contains(partition),
+            board.withLock({ $0.note(venue: venue, region: region, partition: partition, part) })
+        else { return false }
+        return !boardChanged.exchange(true, ordering: .acquiringAndReleasing)
+    }
+}
+
+/// Journals what the partitions' streams deliver (on the NATS client's threads), through a
+/// connection of its own; one write at a time.
+final class PartitionStreamJournal: @unchecked Sendable {
+    // @unchecked: the store is used only under `lock`.
+    private let store: EvaluatorStore
+    private let lock = NSLock()
+    private let clock: any TimeSource
+    private let logger: Logger
+    private let written: @Sendable (String, Int64) -> Void
+
+    init(
+        path: String, clock: any TimeSource, logger: Logger, written: @escaping @Sendable (String, Int64) -> Void
+    ) throws {
+        store = try EvaluatorStore(path: path)
+        self.clock = clock
+        self.logger = logger
+        self.written = written
+    }
+
+    func write(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            let seq = try store.journal(kind, topic: topic, payload: payload, received: clock.now)
+            written(topic, seq)
+        } catch {
+            logger.error(
+                "journal write failed: message lost", metadata: ["topic": .string(topic), "error": "\(error)"])
+        }
+    }
+}
+
+/// The outbox's check right before each publish (``OutboxPublisher/Gate``): a message about a
+/// subject of a partitioned venue goes out only while this evaluator may publish for the
+/// subject's partition, with `partition` and `token` added to its payload; otherwise it is
+/// held back. Messages of other venues, and those naming no subject, pass as they are.
+///
+/// The lease is asked once per partition per batch, so that a batch goes out or is held back
+/// whole for each partition: a lease lost half-way through a batch must not let an
+/// observation's retained state out while holding back its transition (its next holder would
+/// start from that state and never make the transition again).
+///
+/// A lease still held but past its deadline (its renewal is late: a slow round, a store
+/// election) is waited for, not given up: the keeper's next round either renews it (the batch
+/// goes out with the same token) or finds it lost (held back). Giving it up at once would lose
+/// the outputs of a partition this evaluator goes on holding.
+struct PartitionGate: Sendable {
+    let venues: [PartitionedVenue]
+
+    /// Waits while a partition of the batch is held and not publishable.
+    func callAsFunction(_ messages: [MQTTMessage]) async -> [MQTTMessage?] {
+        var tokens: [String: [Int: UInt64?]] = [:]
+        for message in messages {
+            guard let (venue, partition) = owner(of: message), tokens[venue.venue]?[partition] == nil else { continue }
+            var token = venue.keeper.token(for: partition)
+            while token == nil && venue.keeper.held[partition] != nil && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(20))
+                token = venue.keeper.token(for: partition)
+            }
+            tokens[venue.venue, default: [:]][partition] = .some(token)
+        }
+        return stamped(messages, tokens: tokens)
+    }
+
+    /// Without waiting (ranging: QoS 0, worthless late).
+    func now(_ messages: [MQTTMessage]) -> [MQTTMessage?] {
+        var tokens: [String: [Int: UInt64?]] = [:]
+        for message in messages {
+            guard let (venue, partition) = owner(of: message) else { continue }
+            tokens[venue.venue, default: [:]][partition] = .some(venue.keeper.token(for: partition))
+        }
+        return stamped(messages, tokens: tokens)
+    }
+
+    /// The partitioned venue and partition whose lease a message needs; nil when none.
+    private func owner(of message: MQTTMessage) -> (PartitionedVenue, Int)? {
+        for venue in venues where message.topic.hasPrefix(venue.topics.root + "/") {
+            guard
+                let partition = venue.settings.partitioning.partition(ofOutput: message.topic, root: venue.topics.root)
+            else { return nil }
+            return (venue, partition)
+        }
+        return nil
+    }
+
+    private func stamped(_ messages: [MQTTMessage], tokens: [String: [Int: UInt64?]]) -> [MQTTMessage?] {
+        messages.map { message in
+            guard let (venue, partition) = owner(of: message) else { return message }
+            guard let token = tokens[venue.venue]?[partition] ?? nil else { return nil }
+            var stamped = message
+            stamped.payload = Partitioning.stamp(message.payload, partition: partition, token: token)
+            return stamped
+        }
+    }
+}
+
+/// What the processor keeps about partitioned venues between rows (not shared).
+struct PartitionRunState {
+    /// The partitions each partitioned venue's journal says are held, as applied.
+    var held: [String: Set<Int>] = [:]
+    /// The occupancy part last emitted: venue → region → partition → count.
+    var partCounts: [String: [String: [Int: Int]]] = [:]
+    /// This run's partitioned venues (set once serving).
+    var served: [String: PartitionedVenue] = [:]
+    /// The partitions read now, per venue.
+    var subscribed: [String: Set<Int>] = [:]
+    /// Where the partitions' streams are journalled (set once serving).
+    var streamJournal: PartitionStreamJournal?
+    /// The totals published while holding partition 0: venue → region → count.
+    var totals: [String: [String: Int]] = [:]
+}
+
+extension EvaluatorRuntime {
+    /// The original topic of an observation delivered under its partition (the broker's
+    /// mapping), so that it routes and dead-letters as any observation.
+    func unpartitioned(_ row: EvaluatorStore.InboxRow) -> EvaluatorStore.InboxRow {
+        guard row.kind == .arrival || row.kind == .replayed, !partitionedIDs.isEmpty,
+            let original = Partitioning.unpartitioned(row.topic, prefix: configuration.prefix, venues: partitionedIDs)
+        else { return row }
+        var row = row
+        row.topic = original.topic
+        return row
+    }
+
+    /// The inputs of a partitioned venue's message restricted to the subjects of the
+    /// partitions held (a gateway's scan names subjects of every partition).
+    func restrictToHeld(_ inputs: [Inbound], venue: String, evaluator: VenueEvaluator) -> [Inbound] {
+        guard let settings = partitionSettings[venue] else { return inputs }
+        let held = partitionState.held[venue] ?? []
+        return inputs.compactMap {
+            settings.partitioning.restrict($0, to: held, isGateway: evaluator.beacons.isGateway)
+        }
+    }
+
+    /// A `.partitions` row: from here on the venue holds these partitions. Subjects of the
+    /// others are dropped (their new holder serves them). A partition taken is followed by its
+    /// `.handover` row, which publishes its parts.
+    func applyPartitions(_ row: EvaluatorStore.InboxRow, venue: inout VenueEvaluator) -> [EvaluatorOutput] {
+        guard let settings = partitionSettings[row.topic] else { return [] }
+        let held = Set(
+            ((try? JSONParser.parse(row.payload))?["held"]?.arrayValue ?? []).compactMap(\.intValue).filter {
+                settings.partitioning.all.contains($0)
+            })
+        let before = partitionState.held[row.topic] ?? []
+        partitionState.held[row.topic] = held
+        let dropped = venue.dropSubjects(at: row.received) { !held.contains(settings.partitioning.partition(of: $0)) }
+        for region in partitionState.partCounts[row.topic]?.keys.sorted() ?? [] {
+            for partition in before.subtracting(held) {
+                partitionState.partCounts[row.topic]?[region]?[partition] = nil
+            }
+        }
+        if !dropped.isEmpty || before != held {
+            logger.info(
+                "partitions held",
+                metadata: [
+                    "venue": .string(row.topic), "held": .string(held.sorted().map(String.init).joined(separator: ",")),
+                    "subjectsDropped": "\(dropped.count)",
+                ])
+        }
+        // A partition taken publishes its parts after its handover row (from the adopted states).
+        return []
+    }
+
+    /// A `.handover` row: the partitions' subjects start from their retained states.
+    func applyHandover(_ row: EvaluatorStore.InboxRow, venue: inout VenueEvaluator) -> [EvaluatorOutput] {
+        guard let settings = partitionSettings[row.topic], let json = try? JSONParser.parse(row.payload) else {
+            return []
+        }
+        let held = partitionState.held[row.topic] ?? []
+        let states = (json["states"]?.arrayValue ?? []).compactMap { item -> VenueEvaluator.AdoptedState? in
+            guard let state = VenueEvaluator.AdoptedState(payload: Array(item.serialized().utf8)),
+                held.contains(settings.partitioning.partition(of: state.subject))
+            else { return nil }
+            return state
+        }
+        // Every region's part of the partitions taken (not yet published by this holder), the
+        // counts after adoption.
+        _ = venue.adopt(states, now: row.received)
+        return venue.regionIDs.map { .occupancy(region: $0, count: venue.occupants(of: $0).count, t: row.received) }
+    }
+
+    /// A partitioned venue's occupancy as parts: for each partition held, the region's count
+    /// among its subjects, when it changed (`occupancy/{region}/p/{n}`, retained). Nil for an
+    /// output that is not a partitioned venue's occupancy.
+    func occupancyParts(_ output: EvaluatorOutput, venue: String, evaluator: VenueEvaluator) -> [OutboundMessage]? {
+        guard case .occupancy(let region, _, let t) = output, let settings = partitionSettings[venue],
+            let topics = partitionState.served[venue]?.topics
+                ?? Optional(Topics(prefix: configuration.prefix, venue: venue))
+        else { return nil }
+        var counts: [Int: Int] = [:]
+        for partition in partitionState.held[venue] ?? [] { counts[partition] = 0 }
+        for subject in evaluator.occupants(of: region) {
+            let partition = settings.partitioning.partition(of: subject)
+            if counts[partition] != nil { counts[partition]! += 1 }
+        }
+        var messages: [OutboundMessage] = []
+        for (partition, count) in counts.sorted(by: { $0.key < $1.key })
+        where partitionState.partCounts[venue]?[region]?[partition] != count {
+            partitionState.partCounts[venue, default: [:]][region, default: [:]][partition] = count
+            let payload: JSONValue = ["count": .number(Double(count)), "t": .string(Timestamp.format(t))]
+            messages.append(
+                OutboundMessage(
+                    topic: topics.occupancyPart(region: region, partition: partition),
+                    payload: Array(payload.serialized().utf8), qos: 1, retain: true))
+        }
+        return messages
+    }
+
+    /// Follows what the leases now hold (docs/scale.md, "Handover"). A lost partition: its
+    /// stream is no longer read, and the change is journalled (its subjects are dropped). A
+    /// partition taken: the change is journalled, then its subjects' retained states (a
+    /// `.handover` row: the engines start from them), then its stream is read from `replay`
+    /// seconds back (what was stored before it was taken is journalled as `.replayed`).
+    /// Everything goes through the journal, so a replay after a crash does the same.
+    func followPartitions() async throws {
+        for (id, venue) in partitionState.served.sorted(by: { $0.key < $1.key }) {
+            let now = Set(venue.keeper.held.keys)
+            let was = partitionState.subscribed[id] ?? []
+            retryUnread(venue, holding: now)
+            guard now != was else { continue }
+            for partition in was.subtracting(now).sorted() { venue.stopFollowing(partition) }
+            try journalPartitions(venue: id, now)
+            partitionState.subscribed[id] = now
+            if now.contains(0) && !was.contains(0) { partitionState.totals[id] = [:] }
+            let taken = now.subtracting(was).sorted()
+            guard !taken.isEmpty, partitionState.streamJournal != nil else { continue }
+            let takenAt = clock.now
+            let started = ContinuousClock.now
+            var states: [VenueEvaluator.AdoptedState]?
+            for _ in 0..<3 where states == nil { states = await retainedStates(venue, partitions: Set(taken)) }
+            if states == nil {
+                logger.error(
+                    "retained states not read after three tries: the partitions taken start from their stream alone (event numbers may repeat)",
+                    metadata: ["venue": .string(id)])
+            }
+            let adopted = states ?? []
+            let payload: JSONValue = [
+                "partitions": .array(taken.map { .number(Double($0)) }), "states": .array(adopted.map(\.json)),
+            ]
+            _ = try inTurn {
+                try store.journal(
+                    .handover, topic: id, payload: Array(payload.serialized().utf8), received: clock.now)
+            }
+            venue.unread.withLock { unread in for partition in taken { unread[partition] = takenAt } }
+            retryUnread(venue, holding: now)
+            logger.notice(
+                "partitions taken over",
+                metadata: [
+                    "venue": .string(id), "partitions": .string(taken.map(String.init).joined(separator: ",")),
+                    "states": "\(adopted.count)", "seconds": "\(ContinuousClock.now - started)",
+                ])
+        }
+    }
+
+    /// Starts reading the streams of held partitions not read yet (a first try, or one after a
+    /// failure: the partition stays held, its observations wait in the stream).
+    func retryUnread(_ venue: PartitionedVenue, holding: Set<Int>) {
+        guard let journal = partitionState.streamJournal else { return }
+        for (partition, takenAt) in venue.unread.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            guard holding.contains(partition) else {
+                venue.unread.withLock { _ = $0.removeValue(forKey: partition) }
+                continue
+            }
+            do {
+                try venue.follow(
+                    partition, from: takenAt.addingTimeInterval(-venue.settings.replay), takenAt: takenAt,
+                    journal: journal)
+                venue.unread.withLock { _ = $0.removeValue(forKey: partition) }
+            } catch {
+                logger.error(
+                    "cannot read the partition's observations from the broker's stream yet; trying again next round",
+                    metadata: ["venue": .string(venue.venue), "partition": "\(partition)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The retained `state/{region}/{subject}` of the subjects of `partitions`, read through a
+    /// connection of its own (clean session): everything retained arrives before a marker
+    /// this connection publishes after subscribing. Nil, and said, when it cannot be read.
+    func retainedStates(_ venue: PartitionedVenue, partitions: Set<Int>) async -> [VenueEvaluator.AdoptedState]? {
+        let marker = "\(configuration.prefix)/_sys/evaluator/\(Topics.level(configuration.instance))/handover"
+        let token = UUID().uuidString
+        var mqtt = configuration.broker.mqttConfiguration(clientID: configuration.broker.clientID + "-handover")
+        mqtt.cleanStart = true
+        let client: MQTTClient
+        do {
+            client = try MQTTClient(mqtt)
+        } catch {
+            logger.error("retained states not read", metadata: ["venue": .string(venue.venue), "error": "\(error)"])
+            return nil
+        }
+        do {
+            try await client.connect(timeout: .seconds(10))
+            let messages = client.messages
+            // QoS 0: on NATS a QoS 1 subscription is a JetStream consumer, seconds to create
+            // on a busy cluster, and a move waits for this; retained messages come either way.
+            _ = try await client.subscribe(marker, qos: .atMostOnce)
+            _ = try await client.subscribe("\(venue.topics.root)/state/+/+", qos: .atMostOnce)
+            try await client.publish(marker, token, qos: .atMostOnce)
+            let prefix = venue.topics.root + "/state/"
+            let partitioning = venue.settings.partitioning
+            let collected: [VenueEvaluator.AdoptedState]? = try await withThrowingTaskGroup(
+                of: [VenueEvaluator.AdoptedState]?.self
+            ) { group in
+                group.addTask {
+                    var states: [VenueEvaluator.AdoptedState] = []
+                    for await message in messages {
+                        if message.topic == marker && message.payloadString == token { return states }
+                        guard message.topic.hasPrefix(prefix), !message.payload.isEmpty else { continue }
+                        let levels = message.topic.dropFirst(prefix.count).split(separator: "/")
+                        guard levels.count == 2, partitions.contains(partitioning.partition(ofLevel: levels[1])),
+                            let state = VenueEvaluator.AdoptedState(payload: message.payload)
+                        else { continue }
+                        states.append(state)
+                    }
+                    return nil
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(30))
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+            await client.disconnect()
+            guard let collected else { throw EvaluatorError("the marker did not come back within 30 s") }
+            return collected
+        } catch {
+            await client.disconnect()
+            logger.error("retained states not read", metadata: ["venue": .string(venue.venue), "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Journals the partitions held from here on for a partitioned venue.
+    func journalPartitions(venue: String, _ held: Set<Int>) throws {
+        let payload: JSONValue = ["held": .array(held.sorted().map { .number(Double($0)) })]
+        _ = try inTurn {
+            try store.journal(
+                .partitions, topic: venue, payload: Array(payload.serialized().utf8), received: clock.now)
+        }
+    }
+
+    /// While this evaluator holds partition 0 of a venue: the total of each region whose sum of
+    /// parts changed, on `occupancy/{region}` (retained; the gate adds partition 0's token).
+    func occupancyTotals() -> [OutboxPublisher.Row] {
+        var rows: [OutboxPublisher.Row] = []
+        for (id, venue) in partitionState.served.sorted(by: { $0.key < $1.key }) {
+            // Only the holder of partition 0 looks (and takes the change): its publish waits
+            // for a late renewal in the gate, or is held back if partition 0 was lost.
+            guard venue.keeper.held[0] != nil,
+                venue.boardChanged.exchange(false, ordering: .acquiringAndReleasing) || partitionState.totals[id] == [:]
+            else { continue }
+            let board = venue.board.withLock { $0 }
+            for region in board.parts.keys.sorted() {
+                guard let total = board.total(of: region), partitionState.totals[id]?[region] != total.count else {
+                    continue
+                }
+                partitionState.totals[id, default: [:]][region] = total.count
+                let payload: JSONValue = [
+                    "count": .number(Double(total.count)), "t": .string(Timestamp.format(total.t)),
+                ]
+                rows.append(
+                    OutboxPublisher.Row(
+                        number: 0,
+                        message: Self.mqttMessage(
+                            OutboundMessage(
+                                topic: venue.topics.occupancy(region: region),
+                                payload: Array(payload.serialized().utf8), qos: 1, retain: true))))
+            }
+        }
+        return rows
+    }
+}

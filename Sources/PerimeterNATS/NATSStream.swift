@@ -1,0 +1,138 @@
+import CNats
+import Foundation
+import Synchronization
+
+/// A message read from a JetStream stream: its subject, payload, the time the stream stored it
+/// and its sequence in the stream.
+public struct NATSStreamMessage: Sendable {
+    public var subject: String
+    public var payload: [UInt8]
+    /// When the stream stored it (the server's clock).
+    public var stored: Date
+    public var sequence: UInt64
+}
+
+extension NATSConnection {
+    /// Makes sure the stream `name` exists, capturing `subjects`, keeping messages `maxAge`,
+    /// replicated `replicas` times (file storage). An existing stream is used as it is.
+    public func ensureStream(name: String, subjects: [String], maxAge: Duration, replicas: Int) throws(NATSError) {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var code = jsErrCode(rawValue: 0)
+        if js_GetStreamInfo(&info, jetStream, name, nil, &code) == NATS_OK {
+            if let info { jsStreamInfo_Destroy(info) }
+            return
+        }
+        var config = jsStreamConfig()
+        try NATSError.check(jsStreamConfig_Init(&config), "jsStreamConfig_Init", context: name)
+        var pointers: [UnsafePointer<CChar>?] = subjects.map { UnsafePointer(strdup($0)) }
+        defer { pointers.forEach { free(UnsafeMutableRawPointer(mutating: $0)) } }
+        let status = name.withCString { text -> natsStatus in
+            pointers.withUnsafeMutableBufferPointer { buffer -> natsStatus in
+                config.Name = text
+                config.Subjects = buffer.baseAddress
+                config.SubjectsLen = Int32(buffer.count)
+                config.MaxAge =
+                    maxAge.components.seconds * 1_000_000_000 + maxAge.components.attoseconds / 1_000_000_000
+                config.Storage = js_FileStorage
+                config.Replicas = Int64(replicas)
+                return js_AddStream(&info, jetStream, &config, nil, &code)
+            }
+        }
+        if let info { jsStreamInfo_Destroy(info) }
+        // Two evaluators creating it at once: the second finds it made.
+        if code == JSStreamNameExistErr { return }
+        try NATSError.check(status, "js_AddStream", context: name)
+    }
+
+    /// Reads the stream's messages on `subject` (wildcards allowed) stored from `start` on, then
+    /// every new one as it is stored, in order, through an ordered consumer (no acknowledgements;
+    /// the client recreates the consumer after a gap). `handler` is called on the client's
+    /// thread, one message at a time.
+    public func follow(
+        subject: String, from start: Date, handler: @escaping @Sendable (NATSStreamMessage) -> Void
+    ) throws(NATSError) -> NATSStreamFollower {
+        let box = NATSStreamFollower.Box(handler: handler)
+        let closure = Unmanaged.passRetained(box).toOpaque()
+        var options = jsSubOptions()
+        try NATSError.check(jsSubOptions_Init(&options), "jsSubOptions_Init", context: subject)
+        options.Ordered = true
+        options.Config.DeliverPolicy = js_DeliverByStartTime
+        options.Config.OptStartTime = Int64(start.timeIntervalSince1970 * 1_000_000_000)
+        var subscription: OpaquePointer?
+        var code = jsErrCode(rawValue: 0)
+        let status = js_Subscribe(
+            &subscription, jetStream, subject, NATSStreamFollower.onMessage, closure, nil, &options, &code)
+        guard status == NATS_OK, let subscription else {
+            Unmanaged<NATSStreamFollower.Box>.fromOpaque(closure).release()
+            try NATSError.check(status, "js_Subscribe", context: subject)
+            throw NATSError(code: -1, function: "js_Subscribe", context: subject, text: "no subscription")
+        }
+        // The box lives until the client says no callback will come any more.
+        natsSubscription_SetOnCompleteCB(subscription, NATSStreamFollower.onComplete, closure)
+        return NATSStreamFollower(subscription: subscription, owner: self)
+    }
+}
+
+/// A running ordered read of a stream (``NATSConnection/follow(subject:from:handler:)``).
+///
+/// - Important: `@unchecked Sendable`: the C subscription is locked by the client; ``stop()``
+///   destroys it once.
+public final class NATSStreamFollower: @unchecked Sendable {
+    final class Box: Sendable {
+        let handler: @Sendable (NATSStreamMessage) -> Void
+        init(handler: @escaping @Sendable (NATSStreamMessage) -> Void) { self.handler = handler }
+    }
+
+    /// The C subscription's address (0 once stopped).
+    private let subscription: Mutex<Int>
+    private let owner: NATSConnection
+
+    init(subscription: OpaquePointer, owner: NATSConnection) {
+        self.subscription = Mutex(Int(bitPattern: UnsafeRawPointer(subscription)))
+        self.owner = owner
+    }
+
+    static let onMessage:
+        @convention(c) (OpaquePointer?, OpaquePointer?, OpaquePointer?, UnsafeMutableRawPointer?) ->
+            Void = { _, _, message, closure in
+                guard let message, let closure else { return }
+                defer { natsMsg_Destroy(message) }
+                let box = Unmanaged<Box>.fromOpaque(closure).takeUnretainedValue()
+                let subject = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
+                let length = Int(natsMsg_GetDataLength(message))
+                var payload: [UInt8] = []
+                if length > 0, let data = natsMsg_GetData(message) {
+                    payload = data.withMemoryRebound(to: UInt8.self, capacity: length) {
+                        Array(UnsafeBufferPointer(start: $0, count: length))
+                    }
+                }
+                var meta: UnsafeMutablePointer<jsMsgMetaData>?
+                var stored = Date()
+                var sequence: UInt64 = 0
+                if natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta {
+                    stored = Date(timeIntervalSince1970: Double(meta.pointee.Timestamp) / 1_000_000_000)
+                    sequence = meta.pointee.Sequence.Stream
+                    jsMsgMetaData_Destroy(meta)
+                }
+                box.handler(NATSStreamMessage(subject: subject, payload: payload, stored: stored, sequence: sequence))
+            }
+
+    static let onComplete: @convention(c) (UnsafeMutableRawPointer?) -> Void = { closure in
+        guard let closure else { return }
+        Unmanaged<Box>.fromOpaque(closure).release()
+    }
+
+    /// Stops reading (the consumer is deleted); no handler call starts after it returns
+    /// except one already running.
+    public func stop() {
+        let address = subscription.withLock { value in
+            defer { value = 0 }
+            return value
+        }
+        guard let subscription = OpaquePointer(bitPattern: address) else { return }
+        natsSubscription_Unsubscribe(subscription)
+        natsSubscription_Destroy(subscription)
+    }
+
+    deinit { stop() }
+}

@@ -1,0 +1,483 @@
+import Foundation
+import PerimeterCore
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+/// Real `perimeter evaluator` processes sharing one venue's partitions on the three-node cluster
+/// (docs/scale.md, "The evaluator on partitions"): the broker's mapping routes each agent's
+/// observations to its partition, each evaluator subscribes to the partitions its leases hold,
+/// and its outputs carry the partition and the fencing token.
+enum PartitionedTier {
+    /// Set by the suite's tests before anything starts (one test at a time: `.serialized`).
+    nonisolated(unsafe) static var partitioning = try! Partitioning(count: 2)
+
+    /// A transition or state as received, with the fields the gate added.
+    struct Stamped: Sendable {
+        var topic: String
+        var partition: Int
+        var token: UInt64
+        var subject: String
+        var event: String?
+        var id: String?
+
+        init?(_ message: MQTTMessage) {
+            guard let json = try? JSONParser.parse(message.payload), let partition = json["partition"]?.intValue,
+                let token = json["token"]?.intValue
+            else { return nil }
+            self.topic = message.topic
+            self.partition = partition
+            self.token = UInt64(token)
+            self.subject = json["subject"]?.stringValue ?? ""
+            self.event = json["event"]?.stringValue
+            self.id = json["id"]?.stringValue
+        }
+    }
+
+    static func stamped(_ messages: [MQTTMessage]) -> [Stamped] { messages.compactMap(Stamped.init) }
+
+    final class Counter: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    /// Writes an evaluator's configuration for the venue split in `count` partitions, its
+    /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
+    /// journal rows (so that a restart starts from one).
+    static func configuration(
+        _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, cleanup: Cleanup
+    ) throws -> String {
+        let count = partitioning.count
+        let directory = try Tier.directory("partitioned-\(instance)")
+        cleanup.add { try? FileManager.default.removeItem(at: directory) }
+        return try Tier.evaluatorConfiguration(
+            in: directory,
+            broker: [
+                "hosts": .string("127.0.0.1:\(cluster.nodes[node].mqttPort)"), "protocol": "3.1.1",
+                "clientId": .string("perimeter-evaluator-\(instance)"),
+            ],
+            extra: ["topics": ["natsSafe": true]],
+            venueExtra: [
+                "partitions": [
+                    "count": .number(Double(count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
+                    "ttl": .number(ttl), "margin": 1,
+                ]
+            ],
+            instance: instance, evaluatorExtra: ["snapshotEvery": 20])
+    }
+
+    /// Waits until `child` has printed `marker` on at least `times` lines.
+    static func waitForLines(
+        _ child: ChildProcess, containing marker: String, times: Int = 1, timeout: Duration = .seconds(60)
+    ) async throws {
+        let found: Bool? = try await waitForValue(timeout: timeout, every: .milliseconds(20)) {
+            child.output.split(separator: "\n").count { $0.contains(marker) } >= times ? true : nil
+        }
+        if found == nil {
+            throw TimeoutError(what: "\(times)× '\(marker)': \(child.output.suffix(4000))", timeout: timeout)
+        }
+    }
+
+    /// One fix of a test subject: round `round`, alternately inside the hall and 1.1 km away
+    /// (every fix a transition), dated `t0 + round × step` seconds.
+    struct Fix: Sendable {
+        var subject: String
+        var round: Int
+        var t: Double
+        var lat: Double { round % 2 == 0 ? 45.0 : 45.01 }
+        var payload: String { #"{"subject":"\#(subject)","t":\#(t),"lat":\#(lat),"lon":13.0,"acc":5}"# }
+    }
+
+    /// The fixes of `rounds` rounds of `subjects`, in publishing order.
+    static func fixes(subjects: [String], rounds: Range<Int>, t0: Double, step: Double) -> [Fix] {
+        rounds.flatMap { round in
+            subjects.map { Fix(subject: $0, round: round, t: t0 + Double(round) * step) }
+        }
+    }
+
+    /// Publishes `fixes` (each subject its own agent) at QoS 1, `every` apart; `after(round)`
+    /// is awaited after each round's last fix.
+    static func publish(
+        _ publisher: MQTTClient, _ fixes: [Fix], every: Duration, after: (Int) async throws -> Void = { _ in }
+    ) async throws {
+        for (index, fix) in fixes.enumerated() {
+            try await publisher.publish("\(Tier.root)/obs/\(fix.subject)/gps", fix.payload, qos: .atLeastOnce)
+            try await Task.sleep(for: every)
+            if index + 1 == fixes.count || fixes[index + 1].round != fix.round { try await after(fix.round) }
+        }
+    }
+
+    /// Fixes of `subjects` round after round until cancelled (dated 0.2 s apart per round).
+    static func traffic(
+        _ publisher: MQTTClient, subjects: [String], every: Duration, sent: Counter
+    ) -> Task<
+        Void, Never
+    > {
+        Task {
+            let t0 = Date().timeIntervalSince1970
+            var round = 0
+            while !Task.isCancelled {
+                let batch = fixes(subjects: subjects, rounds: round..<(round + 1), t0: t0, step: 0.2)
+                try? await publish(publisher, batch, every: every)
+                sent.value.add(batch.count, ordering: .relaxed)
+                round += 1
+            }
+        }
+    }
+
+    /// The partitions `child` holds by its last `held=` line.
+    static func held(_ child: ChildProcess) -> Set<Int>? {
+        guard let line = child.output.split(separator: "\n").last(where: { $0.contains(" held=") }),
+            let field = line.split(separator: " ").first(where: { $0.hasPrefix("held=") })
+        else { return nil }
+        return Set(field.dropFirst(5).split(separator: ",").compactMap { Int($0) })
+    }
+
+    /// The partitions `child`'s lease keeper acquired, in its output after `offset` characters.
+    static func acquired(_ child: ChildProcess, after offset: Int) -> Set<Int> {
+        let output = child.output
+        guard output.count > offset else { return [] }
+        var taken: Set<Int> = []
+        for line in output.dropFirst(offset).split(separator: "\n") where line.contains("partition leases changed") {
+            guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("acquired=") }) else { continue }
+            taken.formUnion(field.dropFirst(9).split(separator: ",").compactMap { Int($0) })
+        }
+        return taken
+    }
+
+    /// The partitions `child` said it took over in its output after `offset` characters.
+    static func takenOver(_ child: ChildProcess, after offset: Int) -> Set<Int> {
+        let output = child.output
+        guard output.count > offset else { return [] }
+        var taken: Set<Int> = []
+        for line in output.dropFirst(offset).split(separator: "\n") where line.contains("partitions taken over") {
+            guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("partitions=") }) else { continue }
+            taken.formUnion(field.dropFirst(11).split(separator: ",").compactMap { Int($0) })
+        }
+        return taken
+    }
+
+    /// Starts `perimeter evaluator` for `instance` on `node`, killed by `cleanup` (resumed first,
+    /// should it be stopped).
+    /// - Parameter path: a configuration written before (a restart), else a new one.
+    static func evaluator(
+        _ instance: String, node: Int, cluster: NATSCluster, ttl: Double = 6, path: String? = nil,
+        cleanup: Cleanup
+    ) async throws -> ChildProcess {
+        let path = try path ?? configuration(instance, cluster: cluster, node: node, ttl: ttl, cleanup: cleanup)
+        let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
+        cleanup.add {
+            child.subprocess.signal(SIGCONT)
+            if child.subprocess.isRunning { child.kill(SIGKILL) }
+        }
+        try await child.waitForLine(containing: "evaluator running", timeout: .seconds(60))
+        return child
+    }
+}
+
+@Suite("Broker tier: one venue's partitions on several evaluators", .serialized)
+struct PartitionedEvaluatorTests {
+    /// Two evaluators hold partition 0 and 1; the holder of 0 is stopped with SIGSTOP past its
+    /// lease, the other takes partition 0 over, the first is resumed with SIGCONT. On the
+    /// consumer's stream in arrival order, with the fencing rule (drop a token below the highest
+    /// seen for the partition): no output of the resumed evaluator with its old token passes.
+    /// Measured and printed: how long partition 0 was unserved, and how many such outputs were
+    /// even sent (the outbox asks the lease right before each publish and holds them back).
+    @Test("SIGSTOP a partition's evaluator past its lease, another takes over, SIGCONT: nothing stale passes")
+    func pausedEvaluator() async throws {
+        try await Cleanup.around { cleanup in
+            PartitionedTier.partitioning = try Partitioning(count: 2)
+            let cluster = try await NATSCluster.start(
+                mappings: [PartitionedTier.partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
+            cleanup.add { await cluster.stop() }
+            let subjects = (0..<8).map { "s\($0)" }
+            let byPartition = Dictionary(grouping: subjects, by: PartitionedTier.partitioning.partition(of:))
+            #expect(byPartition.count == 2, "the test's subjects should fall in both partitions")
+
+            let inbox = try await NATSClusterTests.connectedInbox(
+                "consumer", port: cluster.nodes[2].mqttPort,
+                filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
+            let a = try await PartitionedTier.evaluator("a", node: 0, cluster: cluster, cleanup: cleanup)
+            try await PartitionedTier.waitForLines(a, containing: "held=0,1")
+            let b = try await PartitionedTier.evaluator("b", node: 1, cluster: cluster, cleanup: cleanup)
+            // Two members: partition 0 is a's, 1 is b's (a gives it up).
+            try await PartitionedTier.waitForLines(b, containing: "acquired=1")
+
+            let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
+            cleanup.add { await publisher.disconnect() }
+            try await publisher.connect(timeout: .seconds(20))
+            let sent = PartitionedTier.Counter()
+            let traffic = PartitionedTier.traffic(publisher, subjects: subjects, every: .milliseconds(25), sent: sent)
+            cleanup.add { traffic.cancel() }
+            // Both serving: transitions of both partitions, each under one token.
+            let first: [MQTTMessage]
+            do {
+                first = try await inbox.waitFor("transitions of both partitions", timeout: .seconds(60)) { messages in
+                    Set(PartitionedTier.stamped(messages).filter { $0.event != nil }.map(\.partition)) == [0, 1]
+                }
+            } catch {
+                throw ChildFailure(
+                    message: "\(error)\n--- a:\n\(a.output.suffix(6000))\n--- b:\n\(b.output.suffix(6000))")
+            }
+            let tokenA = try #require(
+                PartitionedTier.stamped(first).first { $0.partition == 0 && $0.event != nil }?.token)
+
+            a.subprocess.signal(SIGSTOP)
+            let stoppedAt = ContinuousClock.now
+            try await PartitionedTier.waitForLines(b, containing: "acquired=0")
+            let movedAfter = ContinuousClock.now - stoppedAt
+            try await inbox.waitFor("partition 0's transitions with b's token", timeout: .seconds(30)) { messages in
+                PartitionedTier.stamped(messages).contains { $0.partition == 0 && $0.event != nil && $0.token > tokenA }
+            }
+            a.subprocess.signal(SIGCONT)
+            try await PartitionedTier.waitForLines(a, containing: "lost=0", timeout: .seconds(30))
+            // The later marker: b gives partition 0 back to the member that wants it, and a's
+            // transitions with its new token arrive, after anything a sent before on the same
+            // connection.
+            let stream = try await inbox.waitFor("a's transitions on 0 with a newer token", timeout: .seconds(60)) {
+                messages in
+                let all = PartitionedTier.stamped(messages).filter { $0.partition == 0 && $0.event != nil }
+                guard let tokenB = all.first(where: { $0.token > tokenA })?.token else { return false }
+                return all.contains { $0.token > tokenB }
+            }
+            traffic.cancel()
+            let zero = PartitionedTier.stamped(stream).filter { $0.partition == 0 }
+            let tokenB = try #require(zero.first { $0.token > tokenA }?.token)
+            let newTokenA = try #require(zero.last?.token)
+            #expect(tokenA < tokenB && tokenB < newTokenA)
+
+            var watch = FencingWatch()
+            var seenB = false
+            var staleArrived = 0
+            var staleAccepted = 0
+            for message in zero {
+                let accepted = watch.accept(venue: Tier.venue, partition: 0, token: message.token)
+                if message.token == tokenB { seenB = true }
+                if message.token == tokenA && seenB {
+                    staleArrived += 1
+                    if accepted { staleAccepted += 1 }
+                }
+            }
+            #expect(staleAccepted == 0, "an output of the paused evaluator passed the fencing rule")
+            // The outbox asks before each publish: a held back what it processed after its
+            // deadline (the observations queued for it while it was stopped).
+            let heldBack = a.output.split(separator: "\n").filter { $0.contains("outputs held back") }
+            let heldBackCount = heldBack.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("messages=") }.flatMap { Int($0.dropFirst(9)) }
+            }.reduce(0, +)
+            // Each subject's outputs stay within its partition.
+            for message in PartitionedTier.stamped(stream) where !message.subject.isEmpty {
+                #expect(PartitionedTier.partitioning.partition(of: message.subject) == message.partition)
+            }
+            print(
+                "partitioned evaluators: partition 0 moved \(movedAfter) after SIGSTOP (TTL 6 s); tokens a \(tokenA) → b \(tokenB) → a \(newTokenA); "
+                    + "\(staleArrived) outputs with a's old token arrived after b's first (all dropped by the rule); "
+                    + "a held back \(heldBackCount) outputs after its deadline; \(sent.value.load(ordering: .relaxed)) observations sent"
+            )
+        }
+    }
+
+    /// One venue on three evaluators (P = 6, two partitions each); `kill -9` of one while the
+    /// agents' fixes are being published. Its partitions move once their leases expire (and the
+    /// survivors swap two more: the wanted layout of two members differs); each new holder starts
+    /// from the retained states and reads the partition's stream from 30 s back. Asserted: the
+    /// killed one's partitions are taken over within 10 s of the kill (measured and printed);
+    /// the subscriber's transitions, deduplicated by id, are exactly those the pure evaluator
+    /// gives for the same fixes (a fault-free run); the retained occupancy total and the sum of
+    /// the parts equal the number of subjects inside at the end. Then the killed one restarts on
+    /// its database (from a snapshot), gets its partitions back from the live holders, and one
+    /// more round gives exactly the fault-free run's next transitions; occupancy reads 0.
+    /// The lease TTL of the kill test. A dead holder's partitions come free `ttl` after its last
+    /// renewal (up to `ttl/3` before the death) and are taken at a survivor's next round: with
+    /// 6 s that was 4.9–8.1 s on a quiet machine and beside two CPU hogs, but 17.9 s beside two
+    /// hogs while the evaluator suite ran too (rounds of ~10 JetStream requests each slowed down).
+    /// 4 s keeps the issue's 10 s there; a late renewal may then move a partition from a live
+    /// holder, which costs a handover and nothing else (the test's assertions cover that).
+    static let killTTL = 4.0
+
+    @Test("kill -9 one of three evaluators mid-replay: its partitions move within 10 s, nothing lost or invented")
+    func killedEvaluator() async throws {
+        try await Cleanup.around { cleanup in
+            PartitionedTier.partitioning = try Partitioning(count: 6)
+            let partitioning = PartitionedTier.partitioning
+            let cluster = try await NATSCluster.start(
+                mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
+            cleanup.add { await cluster.stop() }
+            let subjects = (0..<24).map { "v\($0)" }
+            #expect(Set(subjects.map(partitioning.partition(of:))) == Set(0..<6), "subjects in every partition")
+            let inbox = try await NATSClusterTests.connectedInbox(
+                "consumer", port: cluster.nodes[1].mqttPort,
+                filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
+
+            let pathA = try PartitionedTier.configuration(
+                "a", cluster: cluster, node: 0, ttl: Self.killTTL, cleanup: cleanup)
+            let a = try await PartitionedTier.evaluator(
+                "a", node: 0, cluster: cluster, path: pathA, cleanup: cleanup)
+            let b = try await PartitionedTier.evaluator(
+                "b", node: 1, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
+            let c = try await PartitionedTier.evaluator(
+                "c", node: 2, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
+            // Three members: partition n is members[n mod 3]'s.
+            let layout: [(ChildProcess, Set<Int>)] = [(a, [0, 3]), (b, [1, 4]), (c, [2, 5])]
+            let settled: Bool? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
+                layout.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            }
+            guard settled != nil else {
+                throw ChildFailure(
+                    message:
+                        "the three never settled on 2 partitions each: \(layout.map { PartitionedTier.held($0.0) as Any })"
+                )
+            }
+
+            let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
+            cleanup.add { await publisher.disconnect() }
+            try await publisher.connect(timeout: .seconds(20))
+            // Dated in the recent past, a second apart per round.
+            // 17 rounds: everyone ends inside.
+            let fixes = PartitionedTier.fixes(
+                subjects: subjects, rounds: 0..<17, t0: (Date().timeIntervalSince1970 - 40).rounded(), step: 1)
+            var killedAt: ContinuousClock.Instant?
+            var offsets: [Int] = []
+            try await PartitionedTier.publish(publisher, fixes, every: .milliseconds(15)) { round in
+                guard round == 5 else { return }
+                offsets = [b.output.count, c.output.count]
+                a.subprocess.signal(SIGKILL)
+                killedAt = .now
+            }
+            let killed = try #require(killedAt)
+
+            // The killed one's partitions taken over, measured from the kill.
+            // Leased: a survivor's keeper holds them; taken over: it has also read their retained
+            // states and started reading their streams.
+            var leasedAfter: Duration?
+            let moved: Duration? = try await waitForValue(timeout: .seconds(30), every: .milliseconds(20)) {
+                if leasedAfter == nil,
+                    PartitionedTier.acquired(b, after: offsets[0]).union(PartitionedTier.acquired(c, after: offsets[1]))
+                        .isSuperset(of: [0, 3])
+                {
+                    leasedAfter = ContinuousClock.now - killed
+                }
+                let taken = PartitionedTier.takenOver(b, after: offsets[0])
+                    .union(PartitionedTier.takenOver(c, after: offsets[1]))
+                return taken.isSuperset(of: [0, 3]) ? ContinuousClock.now - killed : nil
+            }
+
+            // The fault-free run: the pure evaluator on the same fixes.
+            let regions = Tier.regions.serialized()
+            var settings = VenueSettings(id: Tier.venue, privacy: .open)
+            settings.trust.reporters = []
+            var reference = VenueEvaluator(settings: settings, regions: RegionParser.parse(text: regions).regions)
+            var expected: Set<String> = []
+            var described: [String: String] = [:]
+            for fix in fixes {
+                let input = Inbound.fix(
+                    PerimeterCore.Fix(
+                        subject: fix.subject, t: Date(timeIntervalSince1970: fix.t),
+                        position: GeoPoint(lon: 13.0, lat: fix.lat), accuracy: 5))
+                guard case .success(let outputs) = reference.handle(input, agent: fix.subject, receivedAt: Date())
+                else { continue }
+                for case .event(let event) in outputs where event.kind != .state {
+                    expected.insert(event.id)
+                    described[event.id] =
+                        "\(event.kind) \(event.subject) seq \(event.seq) (partition \(partitioning.partition(of: event.subject)))"
+                }
+            }
+            let inside = reference.occupants(of: "hall").count
+            let transitions = expected
+            #expect(expected.count == subjects.count * 17, "one transition per fix")
+            #expect(inside == subjects.count)
+
+            do {
+                try await inbox.waitFor("the fault-free run's transitions", timeout: .seconds(60)) { messages in
+                    Set(messages.compactMap(Transition.init).map(\.id)) == transitions
+                }
+            } catch {
+                let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
+                let missing = expected.subtracting(got).map { described[$0] ?? $0 }.sorted()
+                let problem =
+                    "\(error): \(missing.count) missing (\(missing.prefix(10).joined(separator: "; "))), \(got.subtracting(expected).count) not in the fault-free run; "
+                    + "b: \(String(b.output.suffix(3000))) c: \(String(c.output.suffix(3000)))"
+                Issue.record(Comment(rawValue: problem))
+            }
+            // Occupancy: the last total and the last part of every partition.
+            @Sendable func last(_ messages: [MQTTMessage]) -> (total: Int?, parts: [Int]) {
+                var last: [String: Int] = [:]
+                for message in messages where message.topic.hasPrefix("\(Tier.root)/occupancy/hall") {
+                    last[message.topic] = (try? JSONParser.parse(message.payload))?["count"]?.intValue
+                }
+                return (
+                    last["\(Tier.root)/occupancy/hall"],
+                    (0..<6).compactMap { last["\(Tier.root)/occupancy/hall/p/\($0)"] }
+                )
+            }
+            do {
+                try await inbox.waitFor("the occupancy total and parts at the end", timeout: .seconds(30)) { messages in
+                    let (total, parts) = last(messages)
+                    return total == inside && parts.count == 6 && parts.reduce(0, +) == inside
+                }
+            } catch {
+                let (total, parts) = last(inbox.messages)
+                Issue.record("occupancy at the end: total \(total as Any), parts \(parts), expected \(inside)")
+            }
+            // The killed one restarts from its snapshot and journal, holds nothing until its
+            // leases say so, and gets partitions 0 and 3 back from the live holders (handovers
+            // between live evaluators). One more round (everyone leaves) then gives exactly the
+            // fault-free run's next transitions: nothing replayed is made twice with a new id.
+            let restartedAt = ContinuousClock.now
+            let restarted = try await PartitionedTier.evaluator(
+                "a", node: 0, cluster: cluster, path: pathA, cleanup: cleanup)
+            #expect(restarted.output.contains("state restored from a snapshot"), "\(restarted.output.suffix(2000))")
+            let layoutAfter: [(ChildProcess, Set<Int>)] = [(restarted, [0, 3]), (b, [1, 4]), (c, [2, 5])]
+            let back: Bool? = try await waitForValue(timeout: .seconds(40), every: .milliseconds(50)) {
+                PartitionedTier.takenOver(restarted, after: 0).isSuperset(of: [0, 3])
+                    && layoutAfter.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            }
+            let backAfter = ContinuousClock.now - restartedAt
+            #expect(back == true, "a did not get partitions 0 and 3 back: \(restarted.output.suffix(3000))")
+            let finalRound = PartitionedTier.fixes(subjects: subjects, rounds: 17..<18, t0: fixes[0].t, step: 1)
+            var after = transitions
+            for fix in finalRound {
+                let input = Inbound.fix(
+                    PerimeterCore.Fix(
+                        subject: fix.subject, t: Date(timeIntervalSince1970: fix.t),
+                        position: GeoPoint(lon: 13.0, lat: fix.lat), accuracy: 5))
+                guard case .success(let outputs) = reference.handle(input, agent: fix.subject, receivedAt: Date())
+                else { continue }
+                for case .event(let event) in outputs where event.kind != .state { after.insert(event.id) }
+            }
+            #expect(after.count == transitions.count + subjects.count)
+            try await PartitionedTier.publish(publisher, finalRound, every: .milliseconds(15))
+            let afterRestart = after
+            do {
+                try await inbox.waitFor("the next round's transitions after the restart", timeout: .seconds(40)) {
+                    messages in
+                    Set(messages.compactMap(Transition.init).map(\.id)) == afterRestart
+                }
+                try await inbox.waitFor("occupancy 0 after everyone left", timeout: .seconds(30)) { messages in
+                    let (total, parts) = last(messages)
+                    return total == 0 && parts.count == 6 && parts.allSatisfy { $0 == 0 }
+                }
+            } catch {
+                let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
+                Issue.record(
+                    Comment(
+                        rawValue:
+                            "\(error): \(afterRestart.subtracting(got).count) missing, \(got.subtracting(afterRestart).count) not in the fault-free run; a: \(String(restarted.output.suffix(3000)))"
+                    ))
+            }
+            let movedText = moved.map { "\($0)" } ?? "not within 30 s"
+            #expect(
+                moved.map { $0 < .seconds(10) } == true, "the killed evaluator's partitions moved after \(movedText)")
+            print(
+                "partitioned evaluators, kill -9 of one of three: its partitions 0,3 leased by survivors \(leasedAfter.map { "\($0)" } ?? "-") and taken over \(movedText) after the kill (TTL \(Self.killTTL) s); "
+                    + "\(expected.count) transitions as in the fault-free run; occupancy \(inside) = total = sum of 6 parts; "
+                    + "restarted from its snapshot, a had 0,3 back \(backAfter) after its start, and the next round's \(subjects.count) exits came as in the fault-free run\n"
+                    + ([b, c].flatMap { child in
+                        child.output.split(separator: "\n").filter {
+                            $0.contains("partitions taken over") || $0.contains("partition leases changed")
+                        }
+                    }.joined(separator: "\n")))
+        }
+    }
+}
