@@ -15,7 +15,7 @@ struct ChannelSender: Sendable {
     func send(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) async -> DeliveryOutcome {
         switch channel {
         case .mqtt(let template):
-            return await publish(row, template: template)
+            return await publish([(row, template)])[0]
         case .webhook(let url, let secret, let options):
             return await post(row, url: url, secret: secret, options: options)
         case .mail(let relay, let from, let to):
@@ -36,19 +36,35 @@ struct ChannelSender: Sendable {
             .replacingOccurrences(of: "{rule}", with: Topics.level(row.rule))
     }
 
-    private func publish(_ row: NotifierStore.OutboxRow, template: String?) async -> DeliveryOutcome {
-        let properties = MQTTProperties(
-            contentType: "application/json", userProperties: [UserProperty("idempotency-key", row.key)])
-        do {
-            try await client.publish(
-                topic(row, template: template), payload: row.record, qos: .atLeastOnce, properties: properties)
-            return .delivered
-        } catch let error as MQTTError {
-            if case .publishRefused = error.kind { return .failed("the broker refused it: \(error)") }
-            return .retry("\(error)", after: nil)
-        } catch {
-            return .retry("\(error)", after: nil)
+    /// Publishes MQTT rows (each with its channel's topic template) one after the other
+    /// without waiting in between, then collects their acknowledgements: one round trip for
+    /// the lot instead of one each. Returns each row's outcome, in order: delivered on PUBACK;
+    /// failed for good when the broker refused it (its ACL; MQTT 5 reason ≥ 0x80); retried
+    /// otherwise.
+    func publish(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) async -> [DeliveryOutcome] {
+        var receipts: [Result<MQTTClient.Receipt, any Error>] = []
+        receipts.reserveCapacity(rows.count)
+        for (row, template) in rows {
+            let message = MQTTMessage(
+                topic: topic(row, template: template), payload: row.record, qos: .atLeastOnce,
+                properties: MQTTProperties(
+                    contentType: "application/json", userProperties: [UserProperty("idempotency-key", row.key)]))
+            receipts.append(Result { try client.send(batch: [message]) })
         }
+        var outcomes: [DeliveryOutcome] = []
+        outcomes.reserveCapacity(rows.count)
+        for receipt in receipts {
+            do {
+                if let refusal = try await client.acknowledgements(receipt.get()).first ?? nil {
+                    outcomes.append(.failed("the broker refused it: \(refusal)"))
+                } else {
+                    outcomes.append(.delivered)
+                }
+            } catch {
+                outcomes.append(.retry("\(error)", after: nil))
+            }
+        }
+        return outcomes
     }
 
     /// The request headers of one webhook attempt: Standard Webhooks' three (id, timestamp

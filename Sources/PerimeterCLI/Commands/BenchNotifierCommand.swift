@@ -24,7 +24,7 @@ struct BenchNotifierCommand: ParsableCommand {
     @Option(help: "Events per channel (default 5000).", valueName: "n")
     var count: Int = 5000
 
-    @Option(help: "Deliveries in flight (notifier.concurrency, default 16).", valueName: "n")
+    @Option(help: "Webhook deliveries in flight (notifier.concurrency, default 16).", valueName: "n")
     var concurrency: Int = 16
 
     mutating func validate() throws {
@@ -87,7 +87,9 @@ struct BenchNotifierCommand: ParsableCommand {
                 qos: .atLeastOnce, retain: true)
         ])
 
-        print("perimeter bench notifier: \(count) events per channel, \(concurrency) deliveries in flight, 2 cores")
+        print(
+            "perimeter bench notifier: \(count) events per channel, \(concurrency) webhook deliveries and \(delivery.mqttInFlight) MQTT publishes in flight, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         // MQTT channel.
         let wanted = count
         let messages = observer.messages
