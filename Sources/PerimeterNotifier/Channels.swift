@@ -3,9 +3,11 @@ import PerimeterCore
 import PerimeterMQTT
 import PerimeterNet
 
-/// Sends one outbox row over its channel. Blocking I/O runs on threads of its own.
+/// Sends outbox rows over their channels. Blocking I/O (webhooks, mail) runs on the pool's
+/// threads, `notifier.concurrency` of them.
 struct ChannelSender: Sendable {
     let client: MQTTClient
+    let pool: BlockingPool
     let prefix: String
     /// "Now" for webhook-timestamp, an HTTP-date Retry-After and a mail's Date header.
     let clock: any TimeSource
@@ -38,21 +40,28 @@ struct ChannelSender: Sendable {
 
     /// Publishes MQTT rows (each with its channel's topic template) one after the other
     /// without waiting in between, then collects their acknowledgements: one round trip for
-    /// the lot instead of one each. Returns each row's outcome, in order: delivered on PUBACK;
-    /// failed for good when the broker refused it (its ACL; MQTT 5 reason ≥ 0x80); retried
-    /// otherwise.
+    /// the lot instead of one each. Returns each row's outcome, in order.
     func publish(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) async -> [DeliveryOutcome] {
-        var receipts: [Result<MQTTClient.Receipt, any Error>] = []
-        receipts.reserveCapacity(rows.count)
-        for (row, template) in rows {
+        await outcomes(of: queue(rows))
+    }
+
+    /// Hands MQTT rows to the client in order without waiting for anything: what goes out on
+    /// the one connection keeps this order. Returns each row's receipt, or why it was refused.
+    func queue(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) -> [Result<MQTTClient.Receipt, any Error>] {
+        rows.map { row, template in
             let message = MQTTMessage(
                 topic: topic(row, template: template), payload: row.record, qos: .atLeastOnce,
                 properties: MQTTProperties(
                     contentType: "application/json", userProperties: [UserProperty("idempotency-key", row.key)]))
-            receipts.append(Result { try client.send(batch: [message]) })
+            return Result { try client.send(batch: [message]) }
         }
+    }
+
+    /// Waits for the acknowledgements of ``queue(_:)``'s receipts: delivered on PUBACK; failed
+    /// for good when the broker refused it (its ACL; MQTT 5 reason ≥ 0x80); retried otherwise.
+    func outcomes(of receipts: [Result<MQTTClient.Receipt, any Error>]) async -> [DeliveryOutcome] {
         var outcomes: [DeliveryOutcome] = []
-        outcomes.reserveCapacity(rows.count)
+        outcomes.reserveCapacity(receipts.count)
         for receipt in receipts {
             do {
                 if let refusal = try await client.acknowledgements(receipt.get()).first ?? nil {
@@ -96,7 +105,7 @@ struct ChannelSender: Sendable {
         let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
         let body = row.record
         do {
-            let response = try await Blocking.run {
+            let response = try await pool.run {
                 try HTTPClient.post(url, headers: headers, body: body, options: options)
             }
             let fields = WebhookReply.headers(response.headerLines)
@@ -118,7 +127,7 @@ struct ChannelSender: Sendable {
             date: clock.now, timeZone: timeZones[row.venue] ?? TimeZone(identifier: "UTC")!)
         let data = Array(message.rendered().utf8)
         do {
-            try await Blocking.run { try SMTPClient.send(data, from: from, to: to, via: relay) }
+            try await pool.run { try SMTPClient.send(data, from: from, to: to, via: relay) }
             return .delivered
         } catch let error as CurlError {
             return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")

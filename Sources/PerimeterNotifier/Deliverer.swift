@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNet
 import Synchronization
 
 /// Attempts the outbox's due rows over their channels, several at once, and records each
@@ -60,7 +61,8 @@ final class Deliverer: @unchecked Sendable {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
         sender = ChannelSender(
-            client: client, prefix: configuration.prefix, clock: clock,
+            client: client, pool: BlockingPool(size: configuration.delivery.concurrency, name: "notifier-delivery"),
+            prefix: configuration.prefix, clock: clock,
             timeZones: Dictionary(
                 configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client
@@ -129,7 +131,8 @@ final class Deliverer: @unchecked Sendable {
                                 if let deadletter = try finish(outcome) { turnDeadletters.append(deadletter) }
                             }
                             guard let channels = room.channels else { return }
-                            for row in try store.due(now: clock.now, channels: channels, limit: room.mqtt + room.other) {
+                            for row in try store.due(now: clock.now, channels: channels, limit: room.mqtt + room.other)
+                            {
                                 guard let channel = configuration.channels[row.channel] else {
                                     let reason = "channel '\(row.channel)' is no longer configured"
                                     turnDeadletters.append(
@@ -195,6 +198,7 @@ final class Deliverer: @unchecked Sendable {
             }
             group.cancelAll()
         }
+        sender.pool.stop()
         // Deliveries that ended while shutting down are recorded, so that a clean stop leaves
         // nothing in flight (which the next start would count as a crash).
         let done = takeFinished()
@@ -207,16 +211,17 @@ final class Deliverer: @unchecked Sendable {
         if case .mqtt? = configuration.channels[row.channel] { true } else { false }
     }
 
-    /// Publishes `batch` (MQTT rows whose attempts are recorded) in one task that reports
-    /// every outcome at once, and empties it.
+    /// Publishes `batch` (MQTT rows whose attempts are recorded) here, in order, and collects
+    /// its acknowledgements in one task that reports every outcome at once; empties `batch`.
     private func startPublishing(
         _ batch: inout [(row: NotifierStore.OutboxRow, template: String?)], in group: inout DiscardingTaskGroup
     ) {
         guard !batch.isEmpty else { return }
         let rows = batch
         batch.removeAll(keepingCapacity: true)
+        let receipts = sender.queue(rows)
         group.addTask { [self] in
-            let outcomes = await sender.publish(rows)
+            let outcomes = await sender.outcomes(of: receipts)
             finished.withLock { $0.append(contentsOf: zip(rows.map(\.row), outcomes).map { ($0, $1) }) }
             doorbell.ring()
         }
