@@ -13,16 +13,9 @@ import Synchronization
 /// processed 44 observations/s while offered 7,200/s (`bench pipeline`). So the two take
 /// turns in the process: ``withProcessorTurn(_:)`` lets the insert in progress finish, holds
 /// the next ones back for the processor's transaction, then lets them go.
-///
-/// A service with more than one writer of that file besides the journal (the notifier: its
-/// processing loop and its deliverer) has them take turns through ``processorTurn(_:)``,
-/// which waits without blocking a thread and serves its waiters in order. Left to SQLite's
-/// busy handler, the deliverer (polling every millisecond for the lock) lost every race to the
-/// processing loop's back-to-back commits: during a burst it delivered nothing for seconds
-/// (`bench notifier`).
 public final class ArrivalJournal: @unchecked Sendable {
     // @unchecked: `write` and its connection are used only from the client's one network
-    // thread; `appending`, `processorWaiting`, `processorHolds` and `queued` only under `turn`.
+    // thread; `appending`, `processorWaiting` and `processorHolds` only under `turn`.
     private let write: (MQTTMessage) throws -> Void
     private let logger: Logger
     public let written = Atomic<Int>(0)
@@ -31,9 +24,6 @@ public final class ArrivalJournal: @unchecked Sendable {
     private var appending = false
     private var processorWaiting = 0
     private var processorHolds = false
-    /// Processors waiting in ``processorTurn(_:)``, first come first served (also counted in
-    /// `processorWaiting`).
-    private var queued: [CheckedContinuation<Void, Never>] = []
 
     public init(logger: Logger, write: @escaping (MQTTMessage) throws -> Void) {
         self.write = write
@@ -49,10 +39,8 @@ public final class ArrivalJournal: @unchecked Sendable {
         defer {
             turn.lock()
             appending = false
-            let next = handOver()
             turn.broadcast()
             turn.unlock()
-            next?.resume()
         }
         do {
             try write(message)
@@ -74,47 +62,12 @@ public final class ArrivalJournal: @unchecked Sendable {
         processorWaiting -= 1
         processorHolds = true
         turn.unlock()
-        defer { releaseProcessorTurn() }
-        return try body()
-    }
-
-    /// Runs `body` (a processor's write transaction) in its turn: after the arrival being
-    /// journalled and the processors that asked before; arrivals wait until it returns.
-    /// Waits without blocking the calling thread.
-    /// - Important: keep `body` short: every other writer waits for it.
-    public func processorTurn<T>(_ body: () throws -> T) async rethrows -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        defer {
             turn.lock()
-            if !appending && !processorHolds && processorWaiting == 0 {
-                processorHolds = true
-                turn.unlock()
-                continuation.resume()
-                return
-            }
-            processorWaiting += 1
-            queued.append(continuation)
+            processorHolds = false
+            turn.broadcast()
             turn.unlock()
         }
-        defer { releaseProcessorTurn() }
         return try body()
-    }
-
-    private func releaseProcessorTurn() {
-        turn.lock()
-        processorHolds = false
-        let next = handOver()
-        turn.broadcast()
-        turn.unlock()
-        next?.resume()
-    }
-
-    /// Under `turn`, when a turn ends: passes it straight to the first queued processor (so
-    /// neither an arrival nor a processor that comes later takes it first). The caller resumes
-    /// the returned waiter after unlocking.
-    private func handOver() -> CheckedContinuation<Void, Never>? {
-        guard !appending, !processorHolds, !queued.isEmpty else { return nil }
-        processorHolds = true
-        processorWaiting -= 1
-        return queued.removeFirst()
     }
 }

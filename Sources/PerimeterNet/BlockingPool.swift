@@ -16,7 +16,9 @@ public final class BlockingPool: @unchecked Sendable {
     private var next = 0
     private var threads = 0
     private var idle = 0
+    private var running = 0
     private var stopped = false
+    private var finishWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
     ///   - size: the most threads running work at once (at least 1).
@@ -37,11 +39,14 @@ public final class BlockingPool: @unchecked Sendable {
     /// work runs on a thread of its own, as ``Blocking/run(_:)`` does.
     public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            submit { continuation.resume(with: Result { try work() }) }
+            execute { continuation.resume(with: Result { try work() }) }
         }
     }
 
-    private func submit(_ job: @escaping @Sendable () -> Void) {
+    /// Queues `job` for one of the pool's threads and returns at once; the job reports what it
+    /// did itself (no task waits for it: a caller that keeps many jobs going saves the hand-over
+    /// to a task and back for each). After ``stop()`` it runs on a thread of its own.
+    public func execute(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
         if stopped {
             condition.unlock()
@@ -74,13 +79,37 @@ public final class BlockingPool: @unchecked Sendable {
                 jobs.removeFirst(next)
                 next = 0
             }
+            running += 1
             condition.unlock()
             job()
             condition.lock()
+            running -= 1
+            if running == 0 && next == jobs.count && !finishWaiters.isEmpty {
+                let waiters = finishWaiters
+                finishWaiters = []
+                condition.unlock()
+                waiters.forEach { $0.resume() }
+                condition.lock()
+            }
         }
         threads -= 1
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Waits until every job queued so far has run (at a stop, so that what they report is
+    /// recorded).
+    public func finish() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            condition.lock()
+            if running == 0 && next == jobs.count {
+                condition.unlock()
+                continuation.resume()
+                return
+            }
+            finishWaiters.append(continuation)
+            condition.unlock()
+        }
     }
 
     /// Lets the threads end once the work queued so far is done; work run later gets a

@@ -3,8 +3,8 @@ import PerimeterCore
 import PerimeterMQTT
 import PerimeterNet
 
-/// Sends outbox rows over their channels. Blocking I/O (webhooks, mail) runs on the pool's
-/// threads, `notifier.concurrency` of them.
+/// Sends outbox rows over their channels: MQTT rows in batches, webhook and mail rows one by
+/// one on the pool's threads (`notifier.concurrency` of them).
 struct ChannelSender: Sendable {
     let client: MQTTClient
     let pool: BlockingPool
@@ -14,14 +14,16 @@ struct ChannelSender: Sendable {
     /// Each venue's time zone, for a mail's Date header.
     let timeZones: [String: TimeZone]
 
-    func send(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) async -> DeliveryOutcome {
+    /// Delivers a webhook or mail row, blocking: call it on one of the pool's threads
+    /// (``BlockingPool/execute(_:)``). MQTT rows go out in batches instead (``queue(_:)``).
+    func deliver(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) -> DeliveryOutcome {
         switch channel {
-        case .mqtt(let template):
-            return await publish([(row, template)])[0]
+        case .mqtt:
+            return .retry("an MQTT notification is published with its batch, not on its own", after: nil)
         case .webhook(let url, let secret, let options):
-            return await post(row, url: url, secret: secret, options: options)
+            return post(row, url: url, secret: secret, options: options)
         case .mail(let relay, let from, let to):
-            return await mail(row, relay: relay, from: from, to: to)
+            return mail(row, relay: relay, from: from, to: to)
         }
     }
 
@@ -38,15 +40,9 @@ struct ChannelSender: Sendable {
             .replacingOccurrences(of: "{rule}", with: Topics.level(row.rule))
     }
 
-    /// Publishes MQTT rows (each with its channel's topic template) one after the other
-    /// without waiting in between, then collects their acknowledgements: one round trip for
-    /// the lot instead of one each. Returns each row's outcome, in order.
-    func publish(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) async -> [DeliveryOutcome] {
-        await outcomes(of: queue(rows))
-    }
-
-    /// Hands MQTT rows to the client in order without waiting for anything: what goes out on
-    /// the one connection keeps this order. Returns each row's receipt, or why it was refused.
+    /// Hands MQTT rows (each with its channel's topic template) to the client in order without
+    /// waiting for anything: what goes out on the one connection keeps this order, and one
+    /// round trip serves the lot instead of one each. Returns each row's receipt, or why it was refused.
     func queue(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) -> [Result<MQTTClient.Receipt, any Error>] {
         rows.map { row, template in
             let message = MQTTMessage(
@@ -101,13 +97,10 @@ struct ChannelSender: Sendable {
 
     private func post(
         _ row: NotifierStore.OutboxRow, url: String, secret: WebhookSecret, options: HTTPClient.Options
-    ) async -> DeliveryOutcome {
+    ) -> DeliveryOutcome {
         let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
-        let body = row.record
         do {
-            let response = try await pool.run {
-                try HTTPClient.post(url, headers: headers, body: body, options: options)
-            }
+            let response = try HTTPClient.post(url, headers: headers, body: row.record, options: options)
             let fields = WebhookReply.headers(response.headerLines)
             return WebhookReply.classify(status: response.status, retryAfter: fields["retry-after"], now: clock.now)
         } catch {
@@ -117,7 +110,7 @@ struct ChannelSender: Sendable {
 
     private func mail(
         _ row: NotifierStore.OutboxRow, relay: SMTPClient.Relay, from: String, to: [String]
-    ) async -> DeliveryOutcome {
+    ) -> DeliveryOutcome {
         let record = (try? JSONParser.parse(row.record)) ?? .null
         let message = MailMessage(
             from: from, to: to,
@@ -127,12 +120,10 @@ struct ChannelSender: Sendable {
             date: clock.now, timeZone: timeZones[row.venue] ?? TimeZone(identifier: "UTC")!)
         let data = Array(message.rendered().utf8)
         do {
-            try await pool.run { try SMTPClient.send(data, from: from, to: to, via: relay) }
+            try SMTPClient.send(data, from: from, to: to, via: relay)
             return .delivered
-        } catch let error as CurlError {
-            return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")
         } catch {
-            return .retry("\(error)", after: nil)
+            return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")
         }
     }
 }

@@ -9,10 +9,10 @@ import Synchronization
 /// outcome: delivered; pending again after a backoff (capped, exponential, with jitter; a
 /// peer's Retry-After wins); failed for good; dead after `maxAttempts` — the last two with a
 /// message on `deadletter/notifier`. Works on a database connection of its own, its writes in
-/// turns with the arrival journal's and the processing loop's (``ArrivalJournal/processorTurn(_:)``).
+/// turns with the processing loop's (``WriteTurns``).
 ///
-/// Two bounds on what is in flight: webhook and mail deliveries, each a task with a
-/// connection of its own, at most `concurrency`; MQTT notifications, published in batches one
+/// Two bounds on what is in flight: webhook and mail deliveries, each on a thread of a pool of
+/// `concurrency` from its start to the report of its outcome, at most `concurrency`; MQTT notifications, published in batches one
 /// after the other without waiting for each other's PUBACK (a batch reports when all of its
 /// acknowledgements are in), at most `mqttInFlight`. One notification at a time awaiting its
 /// PUBACK was a round trip and a task wake-up each (`bench notifier`: 0.15–0.26× the raw relay).
@@ -37,7 +37,7 @@ final class Deliverer: @unchecked Sendable {
     private let metrics: Metrics
     private let doorbell: Doorbell
     private let clock: any TimeSource
-    private let turns: ArrivalJournal
+    private let turns: WriteTurns
     private var random = SystemRandomNumberGenerator()
     /// Outcomes handed over by the deliveries; only the loop in `run()` records them in the store.
     private let finished = Mutex<[Finished]>([])
@@ -56,7 +56,7 @@ final class Deliverer: @unchecked Sendable {
 
     init(
         configuration: NotifierConfiguration, client: MQTTClient, logger: Logger, metrics: Metrics, doorbell: Doorbell,
-        clock: any TimeSource, turns: ArrivalJournal
+        clock: any TimeSource, turns: WriteTurns
     ) throws {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
@@ -99,13 +99,13 @@ final class Deliverer: @unchecked Sendable {
     }
 
     func run() async {
-        var deadletters = await turns.processorTurn { recoverInterrupted() }
+        var deadletters = await turns.run { recoverInterrupted() }
         var nextPrune = clock.now
         await withDiscardingTaskGroup { group in
             var inFlight = (mqtt: 0, other: 0)
             while !Task.isCancelled {
                 if clock.now >= nextPrune {
-                    await turns.processorTurn { prune() }
+                    await turns.run { prune() }
                     nextPrune = clock.now.addingTimeInterval(configuration.retention.pruneInterval)
                 }
                 var timeout: Duration?
@@ -122,7 +122,7 @@ final class Deliverer: @unchecked Sendable {
                     // start (committed before the first byte goes out). A commit per outcome was
                     // most of the loop's cost with many deliveries in flight.
                     var turnDeadletters: [(topic: String, record: JSONValue)] = []
-                    try await turns.processorTurn {
+                    try await turns.run {
                         try store.database.transaction {
                             turnDeadletters = []
                             starting = []
@@ -167,8 +167,9 @@ final class Deliverer: @unchecked Sendable {
                             continue
                         }
                         inFlight.other += 1
-                        group.addTask { [self] in
-                            let outcome = await sender.send(row, over: channel)
+                        // On a pool thread from start to finish: no task to hand over to and back.
+                        sender.pool.execute { [self] in
+                            let outcome = sender.deliver(row, over: channel)
                             finished.withLock { $0.append((row, outcome)) }
                             doorbell.ring()
                         }
@@ -198,11 +199,13 @@ final class Deliverer: @unchecked Sendable {
             }
             group.cancelAll()
         }
+        // Webhooks and mail under way (not cancellable) run to their end, at most their timeout.
+        await sender.pool.finish()
         sender.pool.stop()
         // Deliveries that ended while shutting down are recorded, so that a clean stop leaves
         // nothing in flight (which the next start would count as a crash).
         let done = takeFinished()
-        await turns.processorTurn {
+        await turns.run {
             for outcome in done { _ = try? finish(outcome) }
         }
     }

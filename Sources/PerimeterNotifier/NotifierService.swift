@@ -131,7 +131,11 @@ final class NotifierRuntime {
     }
 
     func run() async throws {
-        let journalStore = try NotifierStore(path: configuration.databasePath)
+        let arrivalsPath = NotifierArrivals.path(for: configuration.databasePath)
+        // Two connections to the arrivals: the network thread's and the processing loop's.
+        let journalStore = try NotifierArrivals(path: arrivalsPath)
+        let arrivals = try NotifierArrivals(path: arrivalsPath)
+        try moveEarlierInbox(to: arrivals)
         let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
@@ -180,7 +184,7 @@ final class NotifierRuntime {
         try await publisher.connect(timeout: .seconds(366 * 86_400))
         let deliverer = try Deliverer(
             configuration: configuration, client: publisher, logger: logger, metrics: metrics, doorbell: doorbell,
-            clock: clock, turns: journal)
+            clock: clock, turns: turns)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await _ in Signals.hangups() { wakes.send(Reload()) } }
             group.addTask { await deliverer.run() }
@@ -193,7 +197,7 @@ final class NotifierRuntime {
                     logger.notice("SIGHUP: re-reading rules and regions files")
                     try loadFiles(failOnProblems: false)
                 }
-                try await drain(client, turns: journal)
+                try await drain(client, from: arrivals, journal: journal)
             }
             group.cancelAll()
         }
@@ -202,25 +206,45 @@ final class NotifierRuntime {
         await client.disconnect()
     }
 
+    /// Moves what an earlier release journalled in the notifier's file and had not processed
+    /// into the arrivals, oldest first, before anything new arrives. A crash in between moves
+    /// it again: processed twice, which changes nothing.
+    private func moveEarlierInbox(to arrivals: NotifierArrivals) throws {
+        while true {
+            let rows = try store.inbox(limit: 1000)
+            guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
+            try arrivals.database.transaction {
+                for row in rows { try arrivals.journal(topic: row.topic, payload: row.payload, received: row.received) }
+            }
+            try store.removeInbox(first...last)
+            logger.notice("moved unprocessed messages to the arrivals file", metadata: ["messages": "\(rows.count)"])
+        }
+    }
+
     /// SIGHUP: re-read the rules and regions files.
     struct Reload: Sendable {}
 
     /// Journalled messages processed in one transaction: enough that a commit is a small part
-    /// of the batch's cost, few enough that the deliverer, which waits for the turn, is not
-    /// held up for long (256 kept it out for tens of milliseconds at a time).
-    static let drainBatch = 64
+    /// of the batch's cost, few enough that the deliverer, which waits for its turn, is not
+    /// held up for long.
+    static let drainBatch = 128
 
-    /// Processes every journalled message, oldest first, one transaction per batch, each in
-    /// its turn with the journal and the deliverer.
-    private func drain(_ client: MQTTClient, turns: ArrivalJournal) async throws {
+    /// Turns at writing the notifier's file: the processing loop's and the deliverer's.
+    let turns = WriteTurns()
+
+    /// Processes every journalled message, oldest first, one transaction per batch in its turn
+    /// with the deliverer, then removes the batch from the arrivals (in its turn with the
+    /// journal). A crash in between processes the batch again, which changes nothing
+    /// (``NotifierStore``).
+    private func drain(_ client: MQTTClient, from arrivals: NotifierArrivals, journal: ArrivalJournal) async throws {
         while true {
-            let rows = try store.inbox(limit: Self.drainBatch)
+            let rows = try arrivals.inbox(limit: Self.drainBatch)
             guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
             var deadletters: [(String, JSONValue)] = []
             var enqueued = 0
             // One transaction for the batch: bad input is caught per row (dead-lettered), so
             // only a storage failure rolls the batch back, to be processed again.
-            try await turns.processorTurn {
+            try await turns.run {
                 try store.database.transaction {
                     deadletters = []
                     enqueued = 0
@@ -233,10 +257,9 @@ final class NotifierRuntime {
                             deadletters.append(deadletter(row, reason: "\(error)"))
                         }
                     }
-                    // The rows read, oldest first: none journalled later falls in between.
-                    try store.removeInbox(first...last)
                 }
             }
+            try journal.withProcessorTurn { try arrivals.removeInbox(first...last) }
             if enqueued > 0 { doorbell.ring() }
             for (topic, record) in deadletters {
                 try? await client.publish(topic, record.serialized(), qos: .atLeastOnce)

@@ -2,13 +2,16 @@ import Foundation
 import PerimeterCore
 import PerimeterStore
 
-/// The notifier's SQLite file: the inbox journal (messages as they arrived), rules from
-/// topics, subjects' locales, region names, what each rule did per subject, and the outbox.
+/// The notifier's SQLite file: rules from topics, subjects' locales, region names, what each
+/// rule did per subject, and the outbox (the messages as they arrived are in
+/// ``NotifierArrivals``, a file of their own).
 ///
-/// Processing inbox rows — their outbox rows, rule-state changes and the rows' removal —
-/// commits in one transaction per batch, so after `kill -9` a message is either wholly
-/// processed or processed again from the start. The outbox holds at most one row per (event, rule,
-/// channel): an event that arrives twice fires nothing twice.
+/// Processing a batch of arrivals — their outbox rows and rule-state changes — commits in one
+/// transaction, so after `kill -9` a message is either wholly processed or not at all; one
+/// processed and not yet removed from the arrivals is processed again, which changes nothing:
+/// the outbox holds at most one row per (event, rule, channel), so an event that arrives twice
+/// fires nothing twice (and a rule that did not fire for it then does not now: its state has
+/// only moved on since).
 public final class NotifierStore {
     public let database: Database
 
@@ -105,28 +108,18 @@ public final class NotifierStore {
         if !readOnly { _ = try database.migrate(Self.migrations) }
     }
 
-    // MARK: - Journal
+    // MARK: - Inbox of earlier releases
 
-    public func journal(topic: String, payload: [UInt8], received: Date) throws {
-        _ = try database.run(
-            "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", topic, payload,
-            received.timeIntervalSince1970)
-    }
+    // Arrivals are journalled in a file of their own (``NotifierArrivals``); this file's inbox
+    // holds what an earlier release journalled and had not processed when it stopped, moved
+    // over at start.
 
     public func inbox(limit: Int) throws -> [InboxRow] {
-        try database.query("SELECT seq, topic, payload, received FROM inbox ORDER BY seq LIMIT ?", limit).map { row in
-            InboxRow(
-                seq: Int64(row[0].int ?? 0), topic: row[1].string ?? "",
-                payload: row[2].bytes ?? Array((row[2].string ?? "").utf8),
-                received: Date(timeIntervalSince1970: row[3].double ?? 0))
-        }
+        try NotifierArrivals.inbox(database, limit: limit)
     }
 
-    public func removeInbox(_ seq: Int64) throws { _ = try database.run("DELETE FROM inbox WHERE seq = ?", seq) }
-
-    /// Removes the journalled messages `first...last` (a batch read by ``inbox(limit:)``).
     public func removeInbox(_ seqs: ClosedRange<Int64>) throws {
-        _ = try database.run("DELETE FROM inbox WHERE seq BETWEEN ? AND ?", seqs.lowerBound, seqs.upperBound)
+        try NotifierArrivals.removeInbox(database, seqs)
     }
 
     // MARK: - Rules, preferences, region names
