@@ -41,8 +41,9 @@ final class Deliverer: @unchecked Sendable {
     private var random = SystemRandomNumberGenerator()
     /// Outcomes handed over by the deliveries; only the loop in `run()` records them in the store.
     private let finished = Mutex<[Finished]>([])
-    /// The MQTT channels (the others are webhooks and mail), sorted.
+    /// The MQTT channels, and the others (webhooks and mail), each sorted.
     private let mqttChannels: [String]
+    private let otherChannels: [String]
 
     /// The longest the loop sleeps while rows are pending. Sleeps are measured on a monotonic
     /// clock but due times are wall-clock times: a step of the wall clock (NTP) delays a
@@ -71,9 +72,11 @@ final class Deliverer: @unchecked Sendable {
         self.doorbell = doorbell
         self.clock = clock
         self.turns = turns
-        mqttChannels = configuration.channels.compactMap { name, channel in
+        let mqtt = configuration.channels.compactMap { name, channel in
             if case .mqtt = channel { name } else { nil }
         }.sorted()
+        mqttChannels = mqtt
+        otherChannels = configuration.channels.keys.filter { !mqtt.contains($0) }.sorted()
     }
 
     typealias Finished = (row: NotifierStore.OutboxRow, outcome: DeliveryOutcome)
@@ -87,15 +90,18 @@ final class Deliverer: @unchecked Sendable {
     private struct Room {
         var mqtt: Int
         var other: Int
+        /// The channels with room (all of them, those no longer configured included, when both
+        /// kinds have room: those rows are failed as they come up), nil: none.
         var channels: NotifierStore.Channels? {
             switch (mqtt > 0, other > 0) {
             case (true, true): .all
             case (true, false): .only(mqttChannels)
-            case (false, true): .except(mqttChannels)
+            case (false, true): .only(otherChannels)
             case (false, false): nil
             }
         }
         let mqttChannels: [String]
+        let otherChannels: [String]
     }
 
     func run() async {
@@ -114,7 +120,7 @@ final class Deliverer: @unchecked Sendable {
                 var room = Room(
                     mqtt: configuration.delivery.mqttInFlight - (inFlight.mqtt - doneMQTT),
                     other: configuration.delivery.concurrency - (inFlight.other - (done.count - doneMQTT)),
-                    mqttChannels: mqttChannels)
+                    mqttChannels: mqttChannels, otherChannels: otherChannels)
                 do {
                     var starting: [(NotifierStore.OutboxRow, NotifierConfiguration.Channel)] = []
                     var begun: [NotifierStore.OutboxRow] = []
