@@ -2,8 +2,10 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNet
 import PerimeterNotifier
 import PerimeterTestSupport
+import Synchronization
 import Testing
 
 private let secret = "test-webhook-secret-0123456789"
@@ -94,5 +96,98 @@ struct NotifierThroughputTests {
             throw error
         }
         await harness.stop()
+    }
+}
+
+/// The arrivals journal in its own file: what a crash leaves there, and what an earlier
+/// release left in the notifier's file.
+@Suite("Notifier arrivals file", .serialized)
+struct NotifierArrivalsTests {
+    /// A batch is removed from the arrivals after its processing committed: killed in between,
+    /// the notifier processes it again at start. That must fire nothing twice; and messages an
+    /// earlier release journalled in the main file and never processed are moved over and
+    /// processed.
+    @Test(
+        "an arrival processed again after a crash fires nothing twice; an earlier release's unprocessed inbox is processed"
+    )
+    func reprocessedAndMoved() async throws {
+        let harness = try await NotifierHarness()
+        do {
+            try harness.configure(
+                rules: #"[{"id":"m","on":"enter","regions":"*","channels":["app"],"body":"{region}"}]"#,
+                channels: ["app": ["type": "mqtt"]])
+            let first = try await harness.startNotifier()
+            try await harness.publishEvent("enter", region: "lobby", subject: "ann", t: t0, id: "once")
+            try await harness.waitFor("the first notification") {
+                harness.payloads("notifications/app/").count == 1
+            }
+            first.kill(SIGKILL)
+            _ = await first.finish()
+
+            // What a crash after the commit and before the removal leaves: the message again.
+            let topic = "\(harness.root)/enter/lobby/ann"
+            let again: JSONValue = [
+                "id": "once", "event": "enter", "venue": .string(NotifierHarness.venue), "region": "lobby",
+                "subject": "ann", "t": .string(Timestamp.format(t0)), "seq": 1, "source": "gps",
+            ]
+            let arrivals = try NotifierArrivals(path: NotifierArrivals.path(for: harness.databasePath))
+            try arrivals.journal(topic: topic, payload: Array(again.serialized().utf8), received: Date())
+            // What an earlier release journalled in the main file and did not process.
+            let earlier: JSONValue = [
+                "id": "earlier", "event": "enter", "venue": .string(NotifierHarness.venue), "region": "cafe",
+                "subject": "bob", "t": .string(Timestamp.format(t0)), "seq": 1, "source": "gps",
+            ]
+            let store = try NotifierStore(path: harness.databasePath)
+            _ = try store.database.run(
+                "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", "\(harness.root)/enter/cafe/bob",
+                Array(earlier.serialized().utf8), Date().timeIntervalSince1970)
+
+            try await harness.startNotifier()
+            try await harness.waitFor("the earlier release's message notified") {
+                harness.payloads("notifications/app/").contains { $0["region"]?.stringValue == "cafe" }
+            }
+            try await harness.waitUntilProcessed()
+            let regions = harness.payloads("notifications/app/").compactMap { $0["region"]?.stringValue }
+            #expect(regions.sorted() == ["cafe", "lobby"], "once each: \(regions)")
+            #expect(try harness.outboxCount(rule: "m") == 2)
+            #expect(try store.inbox(limit: 10).isEmpty, "nothing left in the main file's inbox")
+            #expect(try arrivals.count() == 0, "nothing left in the arrivals")
+            #expect(harness.notifierOutput.contains("moved unprocessed messages to the arrivals file"))
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+}
+
+@Suite("Blocking pool")
+struct BlockingPoolTests {
+    @Test("at most size jobs run at once, on at most size threads; finish waits for every job queued")
+    func bounded() async throws {
+        let pool = BlockingPool(size: 3, name: "test-pool")
+        let running = Mutex((now: 0, most: 0, done: 0))
+        for _ in 0..<12 {
+            pool.execute {
+                running.withLock {
+                    $0.now += 1
+                    $0.most = max($0.most, $0.now)
+                }
+                usleep(20_000)  // the work itself: blocking, as a POST is
+                running.withLock {
+                    $0.now -= 1
+                    $0.done += 1
+                }
+            }
+        }
+        await pool.finish()
+        let seen = running.withLock { $0 }
+        #expect(seen.done == 12, "finish returned after every job")
+        #expect(seen.most == 3, "3 at once at most, and reached: \(seen.most)")
+        #expect(pool.threadCount <= 3)
+        let value = try await pool.run { 6 * 7 }
+        #expect(value == 42)
+        pool.stop()
+        try await waitUntil("the threads ended") { pool.threadCount == 0 }
     }
 }
