@@ -7,10 +7,11 @@ import PerimeterStore
 /// `perimeter notifier`: the evaluator's transitions in, location-triggered notifications out
 /// over MQTT, webhooks and mail (topics.md, "Notifications").
 ///
-/// Exactly-once effect: every inbound message is journalled in SQLite as it arrives; processing
-/// a message (rule decisions, rule state, outbox rows, at most one per (event, rule, channel))
-/// commits in one transaction; deliveries are attempted from the outbox and marked after the
-/// channel confirmed them. After `kill -9` the undelivered rows are attempted again with the
+/// Exactly-once effect: every inbound message is journalled in SQLite as it arrives (in a file
+/// of its own, ``NotifierArrivals``); processing a batch of them (rule decisions, rule state,
+/// outbox rows, at most one per (event, rule, channel)) commits in one transaction, after which
+/// the batch leaves the journal (processed again after a crash in between, which fires nothing
+/// twice); deliveries are attempted from the outbox and marked after the channel confirmed them. After `kill -9` the undelivered rows are attempted again with the
 /// same idempotency key (event id + rule id), which receivers use to drop the repeat.
 public struct NotifierService: Service {
     public let configuration: NotifierConfiguration
