@@ -277,6 +277,20 @@ public final class NotifierStore {
         return Array(rows.prefix(limit))
     }
 
+    /// Pending rows not in flight of channels other than `channels` (those no longer
+    /// configured), oldest first.
+    public func pending(outside channels: [String]) throws -> [OutboxRow] {
+        let list = Array(repeating: "?", count: channels.count).joined(separator: ", ")
+        var rows: [OutboxRow] = []
+        try database.forEach(
+            """
+            SELECT \(Self.columns) FROM outbox WHERE state = 'pending' AND in_flight = 0
+            AND channel NOT IN (\(list)) ORDER BY number
+            """, parameters: channels.map { $0 as any SQLBindable }
+        ) { rows.append(Self.outboxRow($0)) }
+        return rows
+    }
+
     /// When the next pending row not in flight is due (rows in flight are due already:
     /// counting them would make a waiter with deliveries under way never sleep).
     public func nextDue(channels: Channels = .all) throws -> Date? {
