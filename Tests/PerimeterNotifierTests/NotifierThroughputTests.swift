@@ -161,6 +161,46 @@ struct NotifierArrivalsTests {
     }
 }
 
+@Suite("Notifier: a channel removed from the configuration", .serialized)
+struct NotifierRemovedChannelTests {
+    @Test("pending notifications of a channel no longer configured are failed at start, with a dead letter")
+    func removedChannel() async throws {
+        let harness = try await NotifierHarness()
+        do {
+            let (_, port) = try await harness.startPeer("webhook_receiver.py", ["--secret", secret, "--plan", "503"])
+            try harness.configure(
+                rules: #"[{"id":"h","on":"enter","regions":"*","channels":["hook"],"body":"{region}"}]"#,
+                channels: [
+                    "hook": ["type": "webhook", "url": .string("http://127.0.0.1:\(port)/"), "secret": .string(secret)]
+                ], notifier: ["maxAttempts": 100])
+            let first = try await harness.startNotifier()
+            try await harness.publishEvent("enter", region: "lobby", subject: "ann", t: t0, id: "ev")
+            try await waitUntil("an attempt failed and is to be retried", context: { harness.notifierOutput }) {
+                let row = try harness.outboxRow("ev:h")
+                return row?.state == "pending" && (row?.attempts ?? 0) >= 1
+            }
+            first.kill(SIGKILL)
+            _ = await first.finish()
+            // The operator removes the channel (and its rule).
+            try harness.configure(
+                rules: #"[{"id":"m","on":"enter","regions":"*","channels":["app"],"body":"{region}"}]"#,
+                channels: ["app": ["type": "mqtt"]])
+            try await harness.startNotifier()
+            try await harness.waitFor("the dead letter") {
+                harness.payloads("deadletter/notifier").contains { $0["key"]?.stringValue == "ev:h" }
+            }
+            let deadletter = harness.payloads("deadletter/notifier").first { $0["key"]?.stringValue == "ev:h" }
+            #expect(deadletter?["state"]?.stringValue == "failed")
+            #expect(deadletter?["reason"]?.stringValue == "channel 'hook' is no longer configured")
+            #expect(try harness.outboxRow("ev:h")?.state == "failed")
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+}
+
 @Suite("Blocking pool")
 struct BlockingPoolTests {
     @Test("at most size jobs run at once, on at most size threads; finish waits for every job queued")
