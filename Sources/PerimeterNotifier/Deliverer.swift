@@ -11,11 +11,11 @@ import Synchronization
 /// message on `deadletter/notifier`. Works on a database connection of its own, its writes in
 /// turns with the processing loop's (``WriteTurns``).
 ///
-/// Two bounds on what is in flight: webhook and mail deliveries, each on a thread of a pool of
-/// `concurrency` from its start to the report of its outcome, at most `concurrency`; MQTT notifications, published in batches one
-/// after the other without waiting for each other's PUBACK (a batch reports when all of its
-/// acknowledgements are in), at most `mqttInFlight`. One notification at a time awaiting its
-/// PUBACK was a round trip and a task wake-up each (`bench notifier`: 0.15–0.26× the raw relay).
+/// Two bounds on what is in flight: webhook and mail deliveries, at most `concurrency`, each on
+/// a thread of a pool of that many from its start to the report of its outcome; MQTT
+/// notifications, at most `mqttInFlight`, published in batches one after the other without
+/// waiting for each other's PUBACK (a batch reports when all of its acknowledgements are in).
+/// One notification at a time awaiting its PUBACK was a round trip and a task wake-up each.
 ///
 /// An attempt is recorded before it is sent (its count goes up, the row is marked in flight,
 /// committed), so the attempt number is never reused and a delivery that kills the process
