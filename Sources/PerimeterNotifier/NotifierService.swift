@@ -11,8 +11,9 @@ import PerimeterStore
 /// of its own, ``NotifierArrivals``); processing a batch of them (rule decisions, rule state,
 /// outbox rows, at most one per (event, rule, channel)) commits in one transaction, after which
 /// the batch leaves the journal (processed again after a crash in between, which fires nothing
-/// twice); deliveries are attempted from the outbox and marked after the channel confirmed them. After `kill -9` the undelivered rows are attempted again with the
-/// same idempotency key (event id + rule id), which receivers use to drop the repeat.
+/// twice); deliveries are attempted from the outbox and marked after the channel confirmed
+/// them. After `kill -9` the undelivered rows are attempted again with the same idempotency key
+/// (event id + rule id), which receivers use to drop the repeat.
 public struct NotifierService: Service {
     public let configuration: NotifierConfiguration
     public let logger: Logger
