@@ -3,23 +3,27 @@ import PerimeterCore
 import PerimeterMQTT
 import PerimeterNet
 
-/// Sends one outbox row over its channel. Blocking I/O runs on threads of its own.
+/// Sends outbox rows over their channels: MQTT rows in batches, webhook and mail rows one by
+/// one on the pool's threads (`notifier.concurrency` of them).
 struct ChannelSender: Sendable {
     let client: MQTTClient
+    let pool: BlockingPool
     let prefix: String
     /// "Now" for webhook-timestamp, an HTTP-date Retry-After and a mail's Date header.
     let clock: any TimeSource
     /// Each venue's time zone, for a mail's Date header.
     let timeZones: [String: TimeZone]
 
-    func send(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) async -> DeliveryOutcome {
+    /// Delivers a webhook or mail row, blocking: call it on one of the pool's threads
+    /// (``BlockingPool/execute(_:)``). MQTT rows go out in batches instead (``queue(_:)``).
+    func deliver(_ row: NotifierStore.OutboxRow, over channel: NotifierConfiguration.Channel) -> DeliveryOutcome {
         switch channel {
-        case .mqtt(let template):
-            return await publish(row, template: template)
+        case .mqtt:
+            return .retry("an MQTT notification is published with its batch, not on its own", after: nil)
         case .webhook(let url, let secret, let options):
-            return await post(row, url: url, secret: secret, options: options)
+            return post(row, url: url, secret: secret, options: options)
         case .mail(let relay, let from, let to):
-            return await mail(row, relay: relay, from: from, to: to)
+            return mail(row, relay: relay, from: from, to: to)
         }
     }
 
@@ -36,19 +40,36 @@ struct ChannelSender: Sendable {
             .replacingOccurrences(of: "{rule}", with: Topics.level(row.rule))
     }
 
-    private func publish(_ row: NotifierStore.OutboxRow, template: String?) async -> DeliveryOutcome {
-        let properties = MQTTProperties(
-            contentType: "application/json", userProperties: [UserProperty("idempotency-key", row.key)])
-        do {
-            try await client.publish(
-                topic(row, template: template), payload: row.record, qos: .atLeastOnce, properties: properties)
-            return .delivered
-        } catch let error as MQTTError {
-            if case .publishRefused = error.kind { return .failed("the broker refused it: \(error)") }
-            return .retry("\(error)", after: nil)
-        } catch {
-            return .retry("\(error)", after: nil)
+    /// Hands MQTT rows (each with its channel's topic template) to the client in order without
+    /// waiting for anything: what goes out on the one connection keeps this order, and one
+    /// round trip serves the lot instead of one each. Returns each row's receipt, or why it was refused.
+    func queue(_ rows: [(row: NotifierStore.OutboxRow, template: String?)]) -> [Result<MQTTClient.Receipt, any Error>] {
+        rows.map { row, template in
+            let message = MQTTMessage(
+                topic: topic(row, template: template), payload: row.record, qos: .atLeastOnce,
+                properties: MQTTProperties(
+                    contentType: "application/json", userProperties: [UserProperty("idempotency-key", row.key)]))
+            return Result { try client.send(batch: [message]) }
         }
+    }
+
+    /// Waits for the acknowledgements of ``queue(_:)``'s receipts: delivered on PUBACK; failed
+    /// for good when the broker refused it (its ACL; MQTT 5 reason ≥ 0x80); retried otherwise.
+    func outcomes(of receipts: [Result<MQTTClient.Receipt, any Error>]) async -> [DeliveryOutcome] {
+        var outcomes: [DeliveryOutcome] = []
+        outcomes.reserveCapacity(receipts.count)
+        for receipt in receipts {
+            do {
+                if let refusal = try await client.acknowledgements(receipt.get()).first ?? nil {
+                    outcomes.append(.failed("the broker refused it: \(refusal)"))
+                } else {
+                    outcomes.append(.delivered)
+                }
+            } catch {
+                outcomes.append(.retry("\(error)", after: nil))
+            }
+        }
+        return outcomes
     }
 
     /// The request headers of one webhook attempt: Standard Webhooks' three (id, timestamp
@@ -76,13 +97,10 @@ struct ChannelSender: Sendable {
 
     private func post(
         _ row: NotifierStore.OutboxRow, url: String, secret: WebhookSecret, options: HTTPClient.Options
-    ) async -> DeliveryOutcome {
+    ) -> DeliveryOutcome {
         let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
-        let body = row.record
         do {
-            let response = try await Blocking.run {
-                try HTTPClient.post(url, headers: headers, body: body, options: options)
-            }
+            let response = try HTTPClient.post(url, headers: headers, body: row.record, options: options)
             let fields = WebhookReply.headers(response.headerLines)
             return WebhookReply.classify(status: response.status, retryAfter: fields["retry-after"], now: clock.now)
         } catch {
@@ -92,7 +110,7 @@ struct ChannelSender: Sendable {
 
     private func mail(
         _ row: NotifierStore.OutboxRow, relay: SMTPClient.Relay, from: String, to: [String]
-    ) async -> DeliveryOutcome {
+    ) -> DeliveryOutcome {
         let record = (try? JSONParser.parse(row.record)) ?? .null
         let message = MailMessage(
             from: from, to: to,
@@ -102,12 +120,10 @@ struct ChannelSender: Sendable {
             date: clock.now, timeZone: timeZones[row.venue] ?? TimeZone(identifier: "UTC")!)
         let data = Array(message.rendered().utf8)
         do {
-            try await Blocking.run { try SMTPClient.send(data, from: from, to: to, via: relay) }
+            try SMTPClient.send(data, from: from, to: to, via: relay)
             return .delivered
-        } catch let error as CurlError {
-            return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")
         } catch {
-            return .retry("\(error)", after: nil)
+            return MailReply.classify(responseCode: error.responseCode, reason: "\(error)")
         }
     }
 }

@@ -2,12 +2,20 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNet
 import Synchronization
 
 /// Attempts the outbox's due rows over their channels, several at once, and records each
 /// outcome: delivered; pending again after a backoff (capped, exponential, with jitter; a
 /// peer's Retry-After wins); failed for good; dead after `maxAttempts` — the last two with a
-/// message on `deadletter/notifier`. Works on a database connection of its own.
+/// message on `deadletter/notifier`. Works on a database connection of its own, its writes in
+/// turns with the processing loop's (``WriteTurns``).
+///
+/// Two bounds on what is in flight: webhook and mail deliveries, at most `concurrency`, each on
+/// a thread of a pool of that many from its start to the report of its outcome; MQTT
+/// notifications, at most `mqttInFlight`, published in batches one after the other without
+/// waiting for each other's PUBACK (a batch reports when all of its acknowledgements are in).
+/// One notification at a time awaiting its PUBACK was a round trip and a task wake-up each.
 ///
 /// An attempt is recorded before it is sent (its count goes up, the row is marked in flight,
 /// committed), so the attempt number is never reused and a delivery that kills the process
@@ -15,10 +23,10 @@ import Synchronization
 /// at `maxCrashes` crashes in a row is set aside as dead (`crashedDuringDelivery`).
 ///
 /// One wait point: the loop sleeps on the doorbell, rung by the runtime when it queued rows and
-/// by each delivery as it finishes, with a timeout on the clock until the next pending row falls
-/// due or the next pruning of old rows (`notifier.retention`), whichever is sooner, and at most
-/// a minute (rows re-queued by `notifier retry` are seen without a ring): an idle notifier
-/// wakes once a minute for one indexed query.
+/// by each delivery (or batch of MQTT publishes) as it finishes, with a timeout on the clock
+/// until the next pending row falls due or the next pruning of old rows (`notifier.retention`),
+/// whichever is sooner, and at most a minute (rows re-queued by `notifier retry` are seen
+/// without a ring): an idle notifier wakes once a minute for one indexed query.
 final class Deliverer: @unchecked Sendable {
     // @unchecked: used by the one task that runs `run()`; its store connection stays there.
     private let configuration: NotifierConfiguration
@@ -29,23 +37,33 @@ final class Deliverer: @unchecked Sendable {
     private let metrics: Metrics
     private let doorbell: Doorbell
     private let clock: any TimeSource
+    private let turns: WriteTurns
     private var random = SystemRandomNumberGenerator()
     /// Outcomes handed over by the deliveries; only the loop in `run()` records them in the store.
     private let finished = Mutex<[Finished]>([])
+    /// The MQTT channels, and the others (webhooks and mail), each sorted.
+    private let mqttChannels: [String]
+    private let otherChannels: [String]
 
     /// The longest the loop sleeps while rows are pending. Sleeps are measured on a monotonic
     /// clock but due times are wall-clock times: a step of the wall clock (NTP) delays a
     /// retry by at most this much. With nothing pending there is no timeout at all.
     static let longestWait: Double = 60
 
+    /// The most MQTT notifications one task publishes and collects the acknowledgements of:
+    /// small enough that acknowledged rows are recorded (and their room refilled) while later
+    /// batches are still out.
+    static let publishBatch = 100
+
     init(
         configuration: NotifierConfiguration, client: MQTTClient, logger: Logger, metrics: Metrics, doorbell: Doorbell,
-        clock: any TimeSource
+        clock: any TimeSource, turns: WriteTurns
     ) throws {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
         sender = ChannelSender(
-            client: client, prefix: configuration.prefix, clock: clock,
+            client: client, pool: BlockingPool(size: configuration.delivery.concurrency, name: "notifier-delivery"),
+            prefix: configuration.prefix, clock: clock,
             timeZones: Dictionary(
                 configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client
@@ -53,6 +71,12 @@ final class Deliverer: @unchecked Sendable {
         self.metrics = metrics
         self.doorbell = doorbell
         self.clock = clock
+        self.turns = turns
+        let mqtt = configuration.channels.compactMap { name, channel in
+            if case .mqtt = channel { name } else { nil }
+        }.sorted()
+        mqttChannels = mqtt
+        otherChannels = configuration.channels.keys.filter { !mqtt.contains($0) }.sorted()
     }
 
     typealias Finished = (row: NotifierStore.OutboxRow, outcome: DeliveryOutcome)
@@ -62,19 +86,42 @@ final class Deliverer: @unchecked Sendable {
     /// the process down). Unset in production.
     private static let faultKillInDelivery = ProcessInfo.processInfo.environment["PERIMETER_FAULT_KILL_IN_DELIVERY"]
 
+    /// Room for more deliveries of each kind.
+    private struct Room {
+        var mqtt: Int
+        var other: Int
+        let mqttChannels: [String]
+        let otherChannels: [String]
+
+        /// The channels of each kind with room, and how many more of that kind may start. One
+        /// query per kind: one for both read rows of a kind without room only to leave them
+        /// (with webhooks saturated and a thousand MQTT publishes of room, a thousand webhook
+        /// rows a turn, records included: a fifth of the notifier's time, `bench notifier`).
+        var kinds: [(channels: [String], room: Int)] {
+            [(mqttChannels, mqtt), (otherChannels, other)].filter { $0.room > 0 && !$0.channels.isEmpty }
+        }
+    }
+
     func run() async {
-        let capacity = configuration.delivery.concurrency
-        var deadletters = recoverInterrupted()
+        var deadletters = await turns.run { recoverInterrupted() }
         var nextPrune = clock.now
         await withDiscardingTaskGroup { group in
-            var inFlight: Set<Int64> = []
+            var inFlight = (mqtt: 0, other: 0)
             while !Task.isCancelled {
                 if clock.now >= nextPrune {
-                    prune()
+                    deadletters += await turns.run {
+                        prune()
+                        return failUnconfigured()
+                    }
                     nextPrune = clock.now.addingTimeInterval(configuration.retention.pruneInterval)
                 }
                 var timeout: Duration?
                 let done = takeFinished()
+                let doneMQTT = done.count(where: { isMQTT($0.row) })
+                var room = Room(
+                    mqtt: configuration.delivery.mqttInFlight - (inFlight.mqtt - doneMQTT),
+                    other: configuration.delivery.concurrency - (inFlight.other - (done.count - doneMQTT)),
+                    mqttChannels: mqttChannels, otherChannels: otherChannels)
                 do {
                     var starting: [(NotifierStore.OutboxRow, NotifierConfiguration.Channel)] = []
                     var begun: [NotifierStore.OutboxRow] = []
@@ -82,38 +129,51 @@ final class Deliverer: @unchecked Sendable {
                     // start (committed before the first byte goes out). A commit per outcome was
                     // most of the loop's cost with many deliveries in flight.
                     var turnDeadletters: [(topic: String, record: JSONValue)] = []
-                    try store.database.transaction {
-                        turnDeadletters = []
-                        starting = []
-                        for outcome in done {
-                            if let deadletter = try finish(outcome) { turnDeadletters.append(deadletter) }
-                        }
-                        let open = done.reduce(into: inFlight) { $0.remove($1.row.number) }
-                        for row in try store.due(now: clock.now, excluding: open, limit: capacity - open.count) {
-                            guard let channel = configuration.channels[row.channel] else {
-                                let reason = "channel '\(row.channel)' is no longer configured"
-                                turnDeadletters.append(
-                                    try giveUp(
-                                        row, state: .failed, attempts: row.attempts, reason: reason, now: clock.now))
-                                continue
+                    try await turns.run {
+                        try store.database.transaction {
+                            turnDeadletters = []
+                            starting = []
+                            for outcome in done {
+                                if let deadletter = try finish(outcome) { turnDeadletters.append(deadletter) }
                             }
-                            starting.append((row, channel))
+                            for kind in room.kinds {
+                                for row in try store.due(
+                                    now: clock.now, channels: .only(kind.channels), limit: kind.room)
+                                {
+                                    // Configured: the query names only configured channels.
+                                    if let channel = configuration.channels[row.channel] {
+                                        starting.append((row, channel))
+                                    }
+                                }
+                            }
+                            begun = try store.begin(starting.map(\.0))
                         }
-                        begun = try store.begin(starting.map(\.0))
                     }
-                    for outcome in done { inFlight.remove(outcome.row.number) }
+                    inFlight.mqtt -= doneMQTT
+                    inFlight.other -= done.count - doneMQTT
                     deadletters += turnDeadletters
+                    var batch: [(row: NotifierStore.OutboxRow, template: String?)] = []
                     for (row, (_, channel)) in zip(begun, starting) {
-                        inFlight.insert(row.number)
                         if let fault = Self.faultKillInDelivery, fault == row.channel { kill(getpid(), SIGKILL) }
-                        group.addTask { [self] in
-                            let outcome = await sender.send(row, over: channel)
+                        if case .mqtt(let template) = channel {
+                            inFlight.mqtt += 1
+                            batch.append((row, template))
+                            if batch.count == Self.publishBatch { startPublishing(&batch, in: &group) }
+                            continue
+                        }
+                        inFlight.other += 1
+                        // On a pool thread from start to finish: no task to hand over to and back.
+                        sender.pool.execute { [self] in
+                            let outcome = sender.deliver(row, over: channel)
                             finished.withLock { $0.append((row, outcome)) }
                             doorbell.ring()
                         }
                     }
+                    startPublishing(&batch, in: &group)
                     // Full: only a finished delivery (which rings) makes room.
-                    if inFlight.count < capacity, let next = try store.nextDue(excluding: inFlight) {
+                    room.mqtt = configuration.delivery.mqttInFlight - inFlight.mqtt
+                    room.other = configuration.delivery.concurrency - inFlight.other
+                    if let next = try room.kinds.compactMap({ try store.nextDue(channels: .only($0.channels)) }).min() {
                         timeout = .seconds(min(Self.longestWait, max(0, next.timeIntervalSince(clock.now))))
                     }
                 } catch {
@@ -134,9 +194,35 @@ final class Deliverer: @unchecked Sendable {
             }
             group.cancelAll()
         }
+        // Webhooks and mail under way (not cancellable) run to their end, at most their timeout.
+        await sender.pool.finish()
+        sender.pool.stop()
         // Deliveries that ended while shutting down are recorded, so that a clean stop leaves
         // nothing in flight (which the next start would count as a crash).
-        for done in takeFinished() { _ = try? finish(done) }
+        let done = takeFinished()
+        await turns.run {
+            for outcome in done { _ = try? finish(outcome) }
+        }
+    }
+
+    private func isMQTT(_ row: NotifierStore.OutboxRow) -> Bool {
+        if case .mqtt? = configuration.channels[row.channel] { true } else { false }
+    }
+
+    /// Publishes `batch` (MQTT rows whose attempts are recorded) here, in order, and collects
+    /// its acknowledgements in one task that reports every outcome at once; empties `batch`.
+    private func startPublishing(
+        _ batch: inout [(row: NotifierStore.OutboxRow, template: String?)], in group: inout DiscardingTaskGroup
+    ) {
+        guard !batch.isEmpty else { return }
+        let rows = batch
+        batch.removeAll(keepingCapacity: true)
+        let receipts = sender.queue(rows)
+        group.addTask { [self] in
+            let outcomes = await sender.outcomes(of: receipts)
+            finished.withLock { $0.append(contentsOf: zip(rows.map(\.row), outcomes).map { ($0, $1) }) }
+            doorbell.ring()
+        }
     }
 
     private func takeFinished() -> [Finished] {
@@ -174,6 +260,28 @@ final class Deliverer: @unchecked Sendable {
             }
         } catch {
             logger.error("outbox recovery failed", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// Fails the pending rows of channels no longer configured (at start and with each pruning:
+    /// a row re-queued for such a channel by `notifier retry` meanwhile waits for the next).
+    /// Returns their deadletters.
+    private func failUnconfigured() -> [(topic: String, record: JSONValue)] {
+        do {
+            var deadletters: [(topic: String, record: JSONValue)] = []
+            try store.database.transaction {
+                deadletters = []
+                for row in try store.pending(outside: configuration.channels.keys.sorted()) {
+                    deadletters.append(
+                        try giveUp(
+                            row, state: .failed, attempts: row.attempts,
+                            reason: "channel '\(row.channel)' is no longer configured", now: clock.now))
+                }
+            }
+            return deadletters
+        } catch {
+            logger.error("outbox update failed", metadata: ["error": "\(error)"])
             return []
         }
     }

@@ -57,8 +57,11 @@ public struct NotifierConfiguration: ServiceSettings {
         public var stallTimeout: Double = 10
         /// The most bytes read of a webhook receiver's answer body.
         public var maxResponseBytes: Int = 65_536
-        /// Deliveries in flight at once.
+        /// Webhook and mail deliveries in flight at once (each a connection of its own).
         public var concurrency: Int = 4
+        /// MQTT notifications published and not yet acknowledged at once: they go out one after
+        /// the other without waiting for each other's PUBACK.
+        public var mqttInFlight: Int = 1000
         /// Attempts on one row started and never finished (the process died) before it is set
         /// aside as dead with the reason `crashedDuringDelivery`.
         public var maxCrashes: Int = 3
@@ -119,6 +122,7 @@ public struct NotifierConfiguration: ServiceSettings {
         delivery.maxResponseBytes = reader.int(
             "notifier.maxResponseBytes", default: 65_536, range: 1024...16_777_216)
         delivery.concurrency = reader.int("notifier.concurrency", default: 4, range: 1...256)
+        delivery.mqttInFlight = reader.int("notifier.mqttInFlight", default: 1000, range: 1...65_535)
         delivery.maxCrashes = reader.int("notifier.maxCrashes", default: 3, range: 1...100)
         var retention = Retention()
         retention.delivered = reader.double(

@@ -7,11 +7,13 @@ import PerimeterStore
 /// `perimeter notifier`: the evaluator's transitions in, location-triggered notifications out
 /// over MQTT, webhooks and mail (topics.md, "Notifications").
 ///
-/// Exactly-once effect: every inbound message is journalled in SQLite as it arrives; processing
-/// a message (rule decisions, rule state, outbox rows, at most one per (event, rule, channel))
-/// commits in one transaction; deliveries are attempted from the outbox and marked after the
-/// channel confirmed them. After `kill -9` the undelivered rows are attempted again with the
-/// same idempotency key (event id + rule id), which receivers use to drop the repeat.
+/// Exactly-once effect: every inbound message is journalled in SQLite as it arrives (in a file
+/// of its own, ``NotifierArrivals``); processing a batch of them (rule decisions, rule state,
+/// outbox rows, at most one per (event, rule, channel)) commits in one transaction, after which
+/// the batch leaves the journal (processed again after a crash in between, which fires nothing
+/// twice); deliveries are attempted from the outbox and marked after the channel confirmed
+/// them. After `kill -9` the undelivered rows are attempted again with the same idempotency key
+/// (event id + rule id), which receivers use to drop the repeat.
 public struct NotifierService: Service {
     public let configuration: NotifierConfiguration
     public let logger: Logger
@@ -131,7 +133,11 @@ final class NotifierRuntime {
     }
 
     func run() async throws {
-        let journalStore = try NotifierStore(path: configuration.databasePath)
+        let arrivalsPath = NotifierArrivals.path(for: configuration.databasePath)
+        // Two connections to the arrivals: the network thread's and the processing loop's.
+        let journalStore = try NotifierArrivals(path: arrivalsPath)
+        let arrivals = try NotifierArrivals(path: arrivalsPath)
+        try moveEarlierInbox(to: arrivals)
         let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
@@ -168,9 +174,19 @@ final class NotifierRuntime {
                     metadata: ["channel": .string(name), "relay": .string("\(relay.host):\(relay.port)")])
             }
         }
+        // Notifications go out on a connection of their own: on the receiving one, every publish
+        // and every acknowledgement waited behind the journalling of arrivals on its network
+        // thread, so during a burst of events almost nothing was delivered (`bench notifier`).
+        var outbound = configuration.broker.mqttConfiguration(
+            clientID: configuration.broker.clientID + "-out", cleanStart: false)
+        outbound.sessionExpiry = UInt32(configuration.sessionExpiry)
+        outbound.inboundBufferSize = 1
+        outbound.maxInflight = configuration.delivery.mqttInFlight
+        let publisher = try MQTTClient(outbound)
+        try await publisher.connect(timeout: .seconds(366 * 86_400))
         let deliverer = try Deliverer(
-            configuration: configuration, client: client, logger: logger, metrics: metrics, doorbell: doorbell,
-            clock: clock)
+            configuration: configuration, client: publisher, logger: logger, metrics: metrics, doorbell: doorbell,
+            clock: clock, turns: turns)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await _ in Signals.hangups() { wakes.send(Reload()) } }
             group.addTask { await deliverer.run() }
@@ -183,38 +199,69 @@ final class NotifierRuntime {
                     logger.notice("SIGHUP: re-reading rules and regions files")
                     try loadFiles(failOnProblems: false)
                 }
-                try await drain(client)
+                try await drain(client, from: arrivals, journal: journal)
             }
             group.cancelAll()
         }
         try? await client.publish(statusTopic, #"{"online":false}"#, qos: .atLeastOnce, retain: true)
+        await publisher.disconnect()
         await client.disconnect()
+    }
+
+    /// Moves what an earlier release journalled in the notifier's file and had not processed
+    /// into the arrivals, oldest first, before anything new arrives. A crash in between moves
+    /// it again: processed twice, which changes nothing.
+    private func moveEarlierInbox(to arrivals: NotifierArrivals) throws {
+        while true {
+            let rows = try store.inbox(limit: 1000)
+            guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
+            try arrivals.database.transaction {
+                for row in rows { try arrivals.journal(topic: row.topic, payload: row.payload, received: row.received) }
+            }
+            try store.removeInbox(first...last)
+            logger.notice("moved unprocessed messages to the arrivals file", metadata: ["messages": "\(rows.count)"])
+        }
     }
 
     /// SIGHUP: re-read the rules and regions files.
     struct Reload: Sendable {}
 
-    /// Processes every journalled message, oldest first, one transaction per batch.
-    private func drain(_ client: MQTTClient) async throws {
+    /// Journalled messages processed in one transaction: enough that a commit is a small part
+    /// of the batch's cost, few enough that the deliverer, which waits for its turn, is not
+    /// held up for long.
+    static let drainBatch = 128
+
+    /// Turns at writing the notifier's file: the processing loop's and the deliverer's.
+    let turns = WriteTurns()
+
+    /// Processes every journalled message, oldest first, one transaction per batch in its turn
+    /// with the deliverer, then removes the batch from the arrivals (in its turn with the
+    /// journal). A crash in between processes the batch again, which changes nothing
+    /// (``NotifierStore``).
+    private func drain(_ client: MQTTClient, from arrivals: NotifierArrivals, journal: ArrivalJournal) async throws {
         while true {
-            let rows = try store.inbox(limit: 256)
-            if rows.isEmpty { return }
+            let rows = try arrivals.inbox(limit: Self.drainBatch)
+            guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
             var deadletters: [(String, JSONValue)] = []
             var enqueued = 0
             // One transaction for the batch: bad input is caught per row (dead-lettered), so
             // only a storage failure rolls the batch back, to be processed again.
-            try store.database.transaction {
-                for row in rows {
-                    do {
-                        enqueued += try handle(row)
-                    } catch let error as InboundError {
-                        deadletters.append(deadletter(row, reason: "\(error)"))
-                    } catch let error as RuleError {
-                        deadletters.append(deadletter(row, reason: "\(error)"))
+            try await turns.run {
+                try store.database.transaction {
+                    deadletters = []
+                    enqueued = 0
+                    for row in rows {
+                        do {
+                            enqueued += try handle(row)
+                        } catch let error as InboundError {
+                            deadletters.append(deadletter(row, reason: "\(error)"))
+                        } catch let error as RuleError {
+                            deadletters.append(deadletter(row, reason: "\(error)"))
+                        }
                     }
-                    try store.removeInbox(row.seq)
                 }
             }
+            try journal.withProcessorTurn { try arrivals.removeInbox(first...last) }
             if enqueued > 0 { doorbell.ring() }
             for (topic, record) in deadletters {
                 try? await client.publish(topic, record.serialized(), qos: .atLeastOnce)

@@ -24,7 +24,7 @@ struct BenchNotifierCommand: ParsableCommand {
     @Option(help: "Events per channel (default 5000).", valueName: "n")
     var count: Int = 5000
 
-    @Option(help: "Deliveries in flight (notifier.concurrency, default 16).", valueName: "n")
+    @Option(help: "Webhook deliveries in flight (notifier.concurrency, default 16).", valueName: "n")
     var concurrency: Int = 16
 
     mutating func validate() throws {
@@ -87,7 +87,9 @@ struct BenchNotifierCommand: ParsableCommand {
                 qos: .atLeastOnce, retain: true)
         ])
 
-        print("perimeter bench notifier: \(count) events per channel, \(concurrency) deliveries in flight, 2 cores")
+        print(
+            "perimeter bench notifier: \(count) events per channel, \(concurrency) webhook deliveries and \(delivery.mqttInFlight) MQTT publishes in flight, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         // MQTT channel.
         let wanted = count
         let messages = observer.messages
@@ -102,20 +104,25 @@ struct BenchNotifierCommand: ParsableCommand {
             return size
         }
         let t0 = Date(timeIntervalSince1970: 1_764_603_660)
+        let cpu = CPUMeter(broker: broker.pid)
         let mqttStart = ContinuousClock.now
         try await publishEvents(publisher, prefix: "m", t0: t0)
         let size = await arrivals.value
         let mqttSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - mqttStart)
+        let mqttCPU = cpu.lap()
         let relaySeconds = try await BenchMQTTCommand.runOurs(
             endpoint: ("127.0.0.1", broker.port), qos: .atLeastOnce, count: count,
             payload: BenchMQTTCommand.payload(size: size), round: 1)
+        let relayCPU = cpu.lap()
         let mqttRate = Double(count) / mqttSeconds
         let relayRate = Double(count) / relaySeconds
         print(
             "mqtt     notifier \(BenchMQTTCommand.rate(mqttRate)) notifications/s   raw QoS 1 relay of \(size)-byte records \(BenchMQTTCommand.rate(relayRate)) msg/s   ratio \(String(format: "%.2f", mqttRate / relayRate))"
         )
+        print("         CPU per message: \(mqttCPU.per(count))   raw: \(relayCPU.per(count))")
 
         // Webhook channel.
+        _ = cpu.lap()
         let hookStart = ContinuousClock.now
         try await publishEvents(publisher, prefix: "w", t0: t0)
         let deadline = ContinuousClock.now + .seconds(600)
@@ -124,6 +131,7 @@ struct BenchNotifierCommand: ParsableCommand {
             try await Task.sleep(for: .milliseconds(5))
         }
         let hookSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - hookStart)
+        let hookCPU = cpu.lap()
         let body = receiver.lastBody
         let url = "http://127.0.0.1:\(receiver.port)/raw"
         let rawStart = ContinuousClock.now
@@ -144,11 +152,13 @@ struct BenchNotifierCommand: ParsableCommand {
             try await group.waitForAll()
         }
         let rawSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - rawStart)
+        let rawCPU = cpu.lap()
         let hookRate = Double(count) / hookSeconds
         let rawRate = Double(count) / rawSeconds
         print(
             "webhook  notifier \(BenchMQTTCommand.rate(hookRate)) notifications/s   raw POSTs of \(body.count)-byte bodies \(BenchMQTTCommand.rate(rawRate)) req/s   ratio \(String(format: "%.2f", hookRate / rawRate))"
         )
+        print("         CPU per message: \(hookCPU.per(count))   raw: \(rawCPU.per(count))")
         print("duplicates seen by the receiver: \(receiver.duplicates)")
         await publisher.disconnect()
         await observer.disconnect()
@@ -259,6 +269,48 @@ final class PostReceiver: Sendable {
         }
         let reply = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
         _ = reply.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+}
+
+/// CPU time used by this process (the notifier, the bench's clients and receiver) and by the
+/// broker, phase by phase: unlike the rates, it does not depend on what else the machine runs.
+final class CPUMeter: Sendable {
+    struct Lap {
+        var process: Double
+        var broker: Double
+        /// "412 µs (broker 95 µs)" per message.
+        func per(_ count: Int) -> String {
+            let total = (process + broker) / Double(count) * 1e6
+            return String(format: "%.0f µs (broker %.0f µs)", total, broker / Double(count) * 1e6)
+        }
+    }
+
+    let broker: Int32?
+    private let last: Mutex<(process: Double, broker: Double)>
+
+    init(broker: Int32?) {
+        self.broker = broker
+        last = Mutex((Self.seconds(nil), Self.seconds(broker)))
+    }
+
+    /// The CPU time used since the last lap (or the start).
+    func lap() -> Lap {
+        let now = (Self.seconds(nil), Self.seconds(broker))
+        return last.withLock { last in
+            defer { last = now }
+            return Lap(process: now.0 - last.process, broker: now.1 - last.broker)
+        }
+    }
+
+    /// User and system time of a process (nil: this one) from /proc/{pid}/stat; 0 if unreadable.
+    static func seconds(_ pid: Int32?) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        // After the parenthesised command name: field 3 (state) first; utime and stime are 14 and 15.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }
 

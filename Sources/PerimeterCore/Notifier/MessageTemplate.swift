@@ -141,9 +141,11 @@ public struct LocalizedText: Sendable, Hashable {
 
     /// The variant for `locale` and the language tag it was chosen by.
     public func variant(for locale: String) -> (language: String, template: MessageTemplate) {
-        let normal = locale.replacingOccurrences(of: "-", with: "_")
+        // Character by character: Foundation's replacingOccurrences (through NSString on Linux)
+        // was 4% of the notifier's processing of an event (`bench notifier`, perf).
+        let normal = String(locale.map { $0 == "-" ? "_" : $0 })
         let language = String(normal.prefix { $0 != "_" })
-        for tag in [normal, normal.replacingOccurrences(of: "_", with: "-"), language] {
+        for tag in [normal, String(normal.map { $0 == "_" ? "-" : $0 }), language] {
             if let template = variants[tag] { return (tag, template) }
         }
         return (fallback, variants[fallback]!)

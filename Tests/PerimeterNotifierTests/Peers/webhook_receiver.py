@@ -10,7 +10,8 @@ first request for a key 500 and later ones 200; "429:1" is a 429 with Retry-Afte
 "slow:0.5" waits 0.5 s then answers 200. The last entry repeats.
 Prints "listening PORT" on stdout, then one JSON line per request:
 {"key", "attempt", "status", "signature": "ok"|"bad"|"missing" (legacy), "standard": "ok"|"bad"|"missing",
-"webhook_id", "timestamp", "new": true|false, "body": {...}}. A request fails either check: 401.
+"webhook_id", "timestamp", "new": true|false, "received" and "t" (the request's arrival and its
+answer, Unix seconds), "body": {...}}. A request fails either check: 401.
 """
 import argparse, base64, hashlib, hmac, json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,6 +51,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def do_POST(self):
+        received = time.time()
         length = int(self.headers.get("Content-Length", "0"))
         body = self.rfile.read(length)
         key = self.headers.get("Idempotency-Key", "")
@@ -85,7 +87,7 @@ class Handler(BaseHTTPRequestHandler):
                            "signature": signature, "standard": standard,
                            "webhook_id": self.headers.get("webhook-id"),
                            "timestamp": int(self.headers.get("webhook-timestamp") or 0),
-                           "new": new, "t": time.time(), "body": parsed})
+                           "new": new, "received": received, "t": time.time(), "body": parsed})
         # One write per record under the lock: print() writes the text and the newline apart, so
         # two handler threads printing at once made one line of two records and lost both.
         with lock:
