@@ -49,8 +49,10 @@ struct BenchPipelineTests {
         let result = try await perimeter(["bench", "restart", "--subjects", "300"], timeout: .seconds(180))
         #expect(result.status == .exited(0), "\(result.stderr)")
         for line in [
-            "empty:    online", "seed:     300 observations journalled", "rebuild:  online",
-            "restart:  online", "(from the snapshot at journal row 301)", "restart after kill -9:",
+            "empty:    online", "seed:     300 observations, authorization records and usage states journalled",
+            "rebuild:  online", "restart:  online",
+            // The regions file, then per subject its authorization, usage and observation.
+            "(from the snapshot at journal row 901)", "restart after kill -9:",
             "× an evaluator with none", "B/subject after restart",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")

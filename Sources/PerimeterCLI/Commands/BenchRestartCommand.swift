@@ -99,7 +99,7 @@ struct BenchRestartCommand: ParsableCommand {
         let databasePath = directory.appendingPathComponent("evaluator-bench.sqlite").path
         try Self.seed(databasePath: databasePath, regionsPath: regionsPath, workload: workload, consent: !noConsent)
         print(
-            "seed:     \(subjects) observations journalled in \(Self.format(Self.seconds(ContinuousClock.now - seedStarted))) s"
+            "seed:     \(subjects) observations\(noConsent ? "" : ", authorization records and usage states") journalled in \(Self.format(Self.seconds(ContinuousClock.now - seedStarted))) s"
         )
 
         // Rebuild: from the journal, then a snapshot (whatever the number of subjects).
