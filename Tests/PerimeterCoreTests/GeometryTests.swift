@@ -159,7 +159,8 @@ struct CircleShortcutTests {
         "the flat-earth shortcut never disagrees with haversine",
         arguments: [0.0, 35.0, 48.85, 60.0, 75.0, 79.5, -66.0])
     func shortcutAgrees(latitude: Double) {
-        var rng = SystemRandomNumberGenerator()
+        var rng = SplitMix64(seed: UInt64(bitPattern: Int64(latitude * 1000)))
+        var compared = 0
         for radius in [1.0, 20.0, 150.0, 2_000.0, 30_000.0] {
             let center = GeoPoint(lon: 13.4, lat: latitude)
             let region = PreparedRegion(Region(id: "c", shape: .circle(center: center, radius: radius)))
@@ -168,9 +169,14 @@ struct CircleShortcutTests {
                 let bearing = Double.random(in: 0..<(2 * .pi), using: &rng)
                 let distance = radius * Double.random(in: 0.999...1.001, using: &rng)
                 let point = Geodesy.destination(center, bearing: bearing, distance: distance)
-                #expect(
-                    region.contains(point) == (Geodesy.distance(center, point) <= radius), "r \(radius) at \(point)")
+                let exact = Geodesy.distance(center, point)
+                // Within a nanometre of the edge the two exact formulas differ by rounding alone
+                // (a seedless run once drew a point 6e-10 m outside that the threshold test kept).
+                guard abs(exact - radius) > 1e-9 * max(radius, 1) else { continue }
+                compared += 1
+                #expect(region.contains(point) == (exact <= radius), "r \(radius) at \(point)")
             }
         }
+        #expect(compared > 9_900, "only \(compared) points away from the edge's rounding")
     }
 }
