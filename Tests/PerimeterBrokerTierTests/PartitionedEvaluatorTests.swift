@@ -136,26 +136,24 @@ enum PartitionedTier {
 
     /// The partitions `child`'s lease keeper acquired, in its output after `offset` characters.
     static func acquired(_ child: ChildProcess, after offset: Int) -> Set<Int> {
-        let output = child.output
-        guard output.count > offset else { return [] }
-        var taken: Set<Int> = []
-        for line in output.dropFirst(offset).split(separator: "\n") where line.contains("partition leases changed") {
-            guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("acquired=") }) else { continue }
-            taken.formUnion(field.dropFirst(9).split(separator: ",").compactMap { Int($0) })
-        }
-        return taken
+        partitions(in: child, after: offset, lines: "partition leases changed", field: "acquired=")
     }
 
     /// The partitions `child` said it took over in its output after `offset` characters.
     static func takenOver(_ child: ChildProcess, after offset: Int) -> Set<Int> {
+        partitions(in: child, after: offset, lines: "partitions taken over", field: "partitions=")
+    }
+
+    /// The partition numbers in `field` (`name=1,2,3`) of the log lines containing `lines`.
+    static func partitions(in child: ChildProcess, after offset: Int, lines marker: String, field: String) -> Set<Int> {
         let output = child.output
         guard output.count > offset else { return [] }
-        var taken: Set<Int> = []
-        for line in output.dropFirst(offset).split(separator: "\n") where line.contains("partitions taken over") {
-            guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("partitions=") }) else { continue }
-            taken.formUnion(field.dropFirst(11).split(separator: ",").compactMap { Int($0) })
+        var found: Set<Int> = []
+        for line in output.dropFirst(offset).split(separator: "\n") where line.contains(marker) {
+            guard let value = line.split(separator: " ").first(where: { $0.hasPrefix(field) }) else { continue }
+            found.formUnion(value.dropFirst(field.count).split(separator: ",").compactMap { Int($0) })
         }
-        return taken
+        return found
     }
 
     /// Starts `perimeter evaluator` for `instance` on `node`, killed by `cleanup` (resumed first,

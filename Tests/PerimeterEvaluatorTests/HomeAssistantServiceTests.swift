@@ -87,23 +87,10 @@ struct HomeAssistantServiceTests {
 
     @Test("venues.{id}.homeAssistant: off unless enabled, checked before anything starts", arguments: settingsCases)
     func settings(settings: [String], expected: String) throws {
-        let reader = try ConfigReader(environment: [:], overrides: ["venues.museum.timeZone=UTC"] + settings)
-        let outcome: String
-        do {
-            let configuration = try EvaluatorConfiguration.read(reader)
-            if let homeAssistant = configuration.venues.first?.settings.homeAssistant {
-                outcome =
-                    "\(homeAssistant.discoveryPrefix) \(homeAssistant.subjects.map(\.pattern).joined(separator: ",")) \(homeAssistant.availabilityTopic)"
-            } else {
-                outcome = "off"
-            }
-        } catch {
-            outcome = "refused \(error)"
-        }
-        if expected.hasPrefix("refused ") {
-            #expect(outcome.hasPrefix("refused") && outcome.contains(expected.dropFirst(8)), "\(outcome)")
-        } else {
-            #expect(outcome == expected)
+        try expectConfiguration(settings, expected) { configuration in
+            guard let homeAssistant = configuration.venues.first?.settings.homeAssistant else { return "off" }
+            return
+                "\(homeAssistant.discoveryPrefix) \(homeAssistant.subjects.map(\.pattern).joined(separator: ",")) \(homeAssistant.availabilityTopic)"
         }
     }
 

@@ -56,26 +56,13 @@ struct PartitionConfigurationTests {
 
     @Test("venues.{id}.partitions: read and checked, naming the key and the problem", arguments: cases)
     func settings(settings: [String], expected: String) throws {
-        let reader = try ConfigReader(environment: [:], overrides: ["venues.museum.timeZone=UTC"] + settings)
-        let outcome: String
-        do {
-            let configuration = try EvaluatorConfiguration.read(reader)
-            if let partitions = configuration.venues.first?.partitions {
-                func seconds(_ duration: Duration) -> Double {
-                    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-                }
-                outcome =
-                    "\(partitions.partitioning.count) \(partitions.servers.joined(separator: ",")) \(seconds(partitions.lease.ttl)) \(seconds(partitions.lease.margin)) \(partitions.replay)"
-            } else {
-                outcome = "none"
+        try expectConfiguration(settings, expected) { configuration in
+            guard let partitions = configuration.venues.first?.partitions else { return "none" }
+            func seconds(_ duration: Duration) -> Double {
+                Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
             }
-        } catch {
-            outcome = "refused \(error)"
-        }
-        if expected.hasPrefix("refused ") {
-            #expect(outcome.hasPrefix("refused") && outcome.contains(expected.dropFirst(8)), "\(outcome)")
-        } else {
-            #expect(outcome == expected)
+            return
+                "\(partitions.partitioning.count) \(partitions.servers.joined(separator: ",")) \(seconds(partitions.lease.ttl)) \(seconds(partitions.lease.margin)) \(partitions.replay)"
         }
     }
 }
