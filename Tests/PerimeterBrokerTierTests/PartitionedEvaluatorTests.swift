@@ -368,14 +368,21 @@ struct PartitionedEvaluatorTests {
             var reference = VenueEvaluator(settings: settings, regions: RegionParser.parse(text: regions).regions)
             var expected: Set<String> = []
             var described: [String: String] = [:]
-            for fix in fixes {
+            // The transitions (not states) the reference gives for a fix.
+            func referenceTransitions(_ fix: PartitionedTier.Fix) -> [RegionEvent] {
                 let input = Inbound.fix(
                     PerimeterCore.Fix(
                         subject: fix.subject, t: Date(timeIntervalSince1970: fix.t),
                         position: GeoPoint(lon: 13.0, lat: fix.lat), accuracy: 5))
                 guard case .success(let outputs) = reference.handle(input, agent: fix.subject, receivedAt: Date())
-                else { continue }
-                for case .event(let event) in outputs where event.kind != .state {
+                else { return [] }
+                return outputs.compactMap { output in
+                    guard case .event(let event) = output, event.kind != .state else { return nil }
+                    return event
+                }
+            }
+            for fix in fixes {
+                for event in referenceTransitions(fix) {
                     expected.insert(event.id)
                     described[event.id] =
                         "\(event.kind) \(event.subject) seq \(event.seq) (partition \(partitioning.partition(of: event.subject)))"
@@ -436,13 +443,7 @@ struct PartitionedEvaluatorTests {
             let finalRound = PartitionedTier.fixes(subjects: subjects, rounds: 17..<18, t0: fixes[0].t, step: 1)
             var after = transitions
             for fix in finalRound {
-                let input = Inbound.fix(
-                    PerimeterCore.Fix(
-                        subject: fix.subject, t: Date(timeIntervalSince1970: fix.t),
-                        position: GeoPoint(lon: 13.0, lat: fix.lat), accuracy: 5))
-                guard case .success(let outputs) = reference.handle(input, agent: fix.subject, receivedAt: Date())
-                else { continue }
-                for case .event(let event) in outputs where event.kind != .state { after.insert(event.id) }
+                for event in referenceTransitions(fix) { after.insert(event.id) }
             }
             #expect(after.count == transitions.count + subjects.count)
             try await PartitionedTier.publish(publisher, finalRound, every: .milliseconds(15))
