@@ -83,7 +83,8 @@ final class PartitionedVenue: Sendable {
                 return
             }
             journal.write(
-                message.stored < takenAt ? .replayed : .arrival, topic: topic, payload: message.payload)
+                message.stored.map { $0 < takenAt } == true ? .replayed : .arrival, topic: topic,
+                payload: message.payload)
         }
         let previous = followers.withLock { followers in
             defer { followers[partition] = follower }
@@ -168,7 +169,7 @@ struct PartitionGate: Sendable {
             guard let (venue, partition) = owner(of: message), tokens[venue.venue]?[partition] == nil else { continue }
             var token = venue.keeper.token(for: partition)
             while token == nil && venue.keeper.held[partition] != nil && !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(20))
+                await venue.keeper.nextRound()
                 token = venue.keeper.token(for: partition)
             }
             tokens[venue.venue, default: [:]][partition] = .some(token)
@@ -429,8 +430,8 @@ extension EvaluatorRuntime {
                     }
                     return nil
                 }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(30))
+                group.addTask { [clock] in
+                    try await clock.sleep(seconds: 30)
                     return nil
                 }
                 let first = try await group.next() ?? nil

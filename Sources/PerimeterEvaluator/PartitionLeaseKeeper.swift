@@ -32,6 +32,8 @@ public final class PartitionLeaseKeeper: Sendable {
     private let logger: Logger
     private let holdings = Mutex<[Int: Holding]>([:])
     private let queue: DispatchQueue
+    /// Callers of ``nextRound()`` waiting for the round under way to end, by ticket.
+    private let roundWaiters = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
 
     /// - Parameters:
     ///   - monotonic: the time on a monotonic clock (tests pass their own).
@@ -212,8 +214,35 @@ public final class PartitionLeaseKeeper: Sendable {
 
     /// ``step()`` off the cooperative pool (it blocks on the store).
     public func stepAsync() async -> Round {
-        await withCheckedContinuation { continuation in
+        let round = await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: self.step()) }
+        }
+        let waiting = roundWaiters.withLock { state in
+            defer { state.waiting = [:] }
+            return state.waiting.values
+        }
+        for waiter in waiting { waiter.resume() }
+        return round
+    }
+
+    /// Returns when the keeper's next round has ended (or the caller is cancelled): what a
+    /// publisher waiting out a late renewal waits for, instead of asking again and again.
+    public func nextRound() async {
+        let ticket = roundWaiters.withLock { state in
+            defer { state.next += 1 }
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = roundWaiters.withLock { state in
+                    if Task.isCancelled { return true }
+                    state.waiting[ticket] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            roundWaiters.withLock { $0.waiting.removeValue(forKey: ticket) }?.resume()
         }
     }
 

@@ -7,8 +7,9 @@ import Synchronization
 public struct NATSStreamMessage: Sendable {
     public var subject: String
     public var payload: [UInt8]
-    /// When the stream stored it (the server's clock).
-    public var stored: Date
+    /// When the stream stored it (the server's clock); nil for a message without JetStream's
+    /// metadata.
+    public var stored: Date?
     public var sequence: UInt64
 }
 
@@ -107,7 +108,7 @@ public final class NATSStreamFollower: @unchecked Sendable {
                     }
                 }
                 var meta: UnsafeMutablePointer<jsMsgMetaData>?
-                var stored = Date()
+                var stored: Date?
                 var sequence: UInt64 = 0
                 if natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta {
                     stored = Date(timeIntervalSince1970: Double(meta.pointee.Timestamp) / 1_000_000_000)
