@@ -46,3 +46,29 @@ extension VenueEvaluator {
         }
     }
 }
+
+/// A venue's engines and per-subject tables are independent of each other: a restart reads
+/// them on both cores at once (`perimeter bench restart`; the bytes are unchanged).
+extension VenueEvaluator.Snapshot: BinaryFieldsDecodedConcurrently {
+    static let concurrentFields: [BinaryConcurrentField] = [
+        BinaryConcurrentField("regions", [Region].self),
+        BinaryConcurrentField("geofences", GeofenceEngine.Snapshot.self),
+        BinaryConcurrentField("beacons", BeaconEngine.Snapshot.self),
+        BinaryConcurrentField("inside", [String: Set<String>].self),
+        BinaryConcurrentField("gpsPlaces", [String: IDSet].self),
+        BinaryConcurrentField("places", [String: PlaceAnswer].self),
+        BinaryConcurrentField("preferences", [String: SubjectPreferences].self),
+        BinaryConcurrentField("observers", [String: IDSet].self),
+        BinaryConcurrentField("observed", [String: IDSet].self),
+        BinaryConcurrentField("offline", [String: Date].self),
+        BinaryConcurrentField("authorization", [String: JSONText].self),
+        BinaryConcurrentField("usage", [String: JSONText].self),
+        BinaryConcurrentField("sessions", [String: JSONValue].self),
+        BinaryConcurrentField("privacy", PrivacyGate.State.self),
+        BinaryConcurrentField("homeAssistantTrackers", Set<String>.self),
+        BinaryConcurrentField("locationServices", LocationServices.State.self),
+        BinaryConcurrentField("located", [String: Date].self),
+        BinaryConcurrentField("capabilities", [String: Set<String>].self),
+        BinaryConcurrentField("fileRegionIDs", Set<String>.self),
+    ]
+}

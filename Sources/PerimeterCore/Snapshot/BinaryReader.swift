@@ -18,7 +18,7 @@ public struct SnapshotFormatError: Error, CustomStringConvertible, Equatable {
 /// Reads what ``BinaryWriter`` wrote, checking every length, count and index against the bytes
 /// that are there: a truncated, corrupt or hostile file gives a ``SnapshotFormatError`` naming
 /// the offset, never a trap or a huge allocation.
-public struct BinaryReader {
+public struct BinaryReader: Sendable {
     public let source: String
     public private(set) var version: UInt32
     private let bytes: [UInt8]

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 
 /// Decodes what ``BinarySnapshotEncoder`` wrote. Every length, count and string index is
 /// checked against the file (``BinaryReader``); any problem, including a value of the wrong
@@ -42,6 +44,16 @@ final class BinaryDecoding: Decoder {
         case value(any BinarySnapshotValue.Type)
         case collection(any BinaryCodableCollection.Type)
         case codable
+        case concurrent([BinaryConcurrentField])
+    }
+
+    /// The fields the next struct opened decodes side by side (set for the struct's own
+    /// container only: ``BinaryKeyedDecoding`` takes them as it opens).
+    private var pendingConcurrent: [BinaryConcurrentField]?
+
+    func takeConcurrentFields() -> [BinaryConcurrentField]? {
+        defer { pendingConcurrent = nil }
+        return pendingConcurrent
     }
 
     @exclusivity(unchecked) private var kinds: [ObjectIdentifier: Kind] = [:]
@@ -92,6 +104,8 @@ final class BinaryDecoding: Decoder {
                 kind = .value(value)
             } else if let collection = T.self as? any BinaryCodableCollection.Type {
                 kind = .collection(collection)
+            } else if let concurrent = T.self as? any BinaryFieldsDecodedConcurrently.Type {
+                kind = .concurrent(concurrent.concurrentFields)
             } else {
                 kind = .codable
             }
@@ -101,7 +115,51 @@ final class BinaryDecoding: Decoder {
         case .value(let value): return try value.init(binary: self) as! T
         case .collection(let collection): return try collection.decodeBinary(from: self) as! T
         case .codable: return try T(from: self)
+        case .concurrent(let fields):
+            pendingConcurrent = fields
+            defer { pendingConcurrent = nil }
+            return try T(from: self)
         }
+    }
+
+    /// Decodes `wanted` (those of `fields` that are there and not empty) on threads of their
+    /// own, the longest first, each with a reader of its own over the same bytes and string
+    /// table; every value must use exactly its field's length. The first error in field
+    /// order is thrown.
+    fileprivate func decodeConcurrently(
+        _ wanted: [BinaryConcurrentField], in fields: [BinaryField]
+    ) throws -> [String: any Sendable] {
+        let jobs = wanted.compactMap { job in
+            fields.first { $0.key == job.key && $0.length > 0 }.map { (job: job, field: $0) }
+        }.sorted { $0.field.length > $1.field.length }
+        let reader = self.reader
+        let results = Mutex<[Int: Result<any Sendable, any Error>]>([:])
+        DispatchQueue.concurrentPerform(iterations: jobs.count) { index in
+            let (job, field) = jobs[index]
+            var forked = reader
+            forked.seek(field.offset)
+            let decoder = BinaryDecoding(reader: forked)
+            let result = Result { () throws -> any Sendable in
+                let value = try job.decode(decoder)
+                guard decoder.reader.offset == field.offset + field.length else {
+                    throw decoder.reader.error(
+                        "field '\(field.key)' is \(field.length) bytes long but its value took \(decoder.reader.offset - field.offset)",
+                        at: field.offset)
+                }
+                return value
+            }
+            results.withLock { $0[index] = result }
+        }
+        var values: [String: any Sendable] = [:]
+        let outcomes = results.withLock { $0 }
+        for (index, entry) in jobs.enumerated().sorted(by: { $0.element.field.offset < $1.element.field.offset }) {
+            switch outcomes[index] {
+            case .success(let value)?: values[entry.job.key] = value
+            case .failure(let error)?: throw error
+            case nil: throw reader.error("field '\(entry.field.key)' was not decoded", at: entry.field.offset)
+            }
+        }
+        return values
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -123,6 +181,26 @@ private struct BinaryField {
     var length: Int
 }
 
+/// A struct whose fields a binary snapshot decodes side by side, each on a thread of its own:
+/// a restart decoded a million subjects' state on one core while the other waited. The bytes
+/// are the ordinary struct's (any version reads them); only how they are read changes.
+protocol BinaryFieldsDecodedConcurrently: Decodable {
+    /// The fields worth a thread: each by its name and the type of its value (the wrapped type
+    /// for an optional field). A field not named, or absent, is read as usual.
+    static var concurrentFields: [BinaryConcurrentField] { get }
+}
+
+/// One field ``BinaryFieldsDecodedConcurrently`` reads ahead: its name and how to read it.
+struct BinaryConcurrentField: Sendable {
+    let key: String
+    let decode: @Sendable (BinaryDecoding) throws -> any Sendable
+
+    init<T: Decodable & Sendable>(_ key: String, _ type: T.Type) {
+        self.key = key
+        decode = { try $0.decodeValue(T.self) }
+    }
+}
+
 private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     typealias Field = BinaryField
 
@@ -132,6 +210,8 @@ private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerP
     @exclusivity(unchecked) var end = 0
     /// Where the next field in written order is: synthesized decoders read in that order.
     @exclusivity(unchecked) var next = 0
+    /// Fields already decoded side by side (``BinaryFieldsDecodedConcurrently``), by name.
+    @exclusivity(unchecked) var prefetched: [String: any Sendable] = [:]
     var codingPath: [any CodingKey] { [] }
 
     init(decoder: BinaryDecoding) throws {
@@ -150,6 +230,9 @@ private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerP
             decoder.reader.seek(decoder.reader.offset + length)
         }
         end = decoder.reader.offset
+        if let concurrent = decoder.takeConcurrentFields() {
+            prefetched = try decoder.decodeConcurrently(concurrent, in: fields)
+        }
     }
 
     var allKeys: [Key] { fields.compactMap { Key(stringValue: $0.key) } }
@@ -189,7 +272,15 @@ private final class BinaryKeyedDecoding<Key: CodingKey>: KeyedDecodingContainerP
     }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        try inField(key) { try decoder.decodeValue(T.self) }
+        if let value = prefetched.removeValue(forKey: key.stringValue) {
+            _ = try field(key)
+            guard let value = value as? T else {
+                throw decoder.reader.error(
+                    "field '\(key.stringValue)' was read ahead as \(Swift.type(of: value)), not \(T.self)")
+            }
+            return value
+        }
+        return try inField(key) { try decoder.decodeValue(T.self) }
     }
 
     func nestedContainer<NestedKey: CodingKey>(

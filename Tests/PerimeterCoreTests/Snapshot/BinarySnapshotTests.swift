@@ -253,6 +253,23 @@ struct BinarySnapshotTests {
         #expect(!outputs2.isEmpty, "the inputs after the cut produced nothing to compare")
     }
 
+    @Test("a venue's fields read side by side are exactly its stored fields, and read back whole")
+    func concurrentFields() throws {
+        var venue = VenueEvaluatorTests.evaluator(staleAfter: 60)
+        for step in VenueSnapshotTests.inputs().prefix(40) { _ = StateKind.apply(&venue, step) }
+        let snapshot = venue.snapshot
+        let stored = Set(Mirror(reflecting: snapshot).children.compactMap(\.label))
+        let named = VenueEvaluator.Snapshot.concurrentFields.map(\.key)
+        // A misspelt name is read sequentially without a word: pin the list to the struct.
+        #expect(Set(named) == stored)
+        #expect(named.count == stored.count, "a field is named twice")
+        // Read side by side, written again: as long (a set's order may differ), and so again.
+        let bytes = try VenueEvaluator.encodeSnapshot(snapshot)
+        let restored = try Self.decode(bytes)
+        #expect(try VenueEvaluator.encodeSnapshot(restored).count == bytes.count)
+        #expect(!snapshot.inside.isEmpty && restored.inside == snapshot.inside)
+    }
+
     @Test("JSON snapshots from before the binary format are still read (the upgrade path)")
     func readsJSON() throws {
         var original = VenueEvaluatorTests.evaluator(staleAfter: 60)
