@@ -116,11 +116,18 @@ struct NullEvaluatorPlayer {
         }
         queues[topic]!.next += 1
         played += 1
-        let shapes = plan.observations[queue.observations[queue.next]].shapes
+        let observation = queue.observations[queue.next]
+        let shapes = plan.observations[observation].shapes
         published += shapes.count
         return shapes.map { shape in
-            MQTTMessage(
-                topic: plan.topics[shape.topic], payload: payloads[shape.bytes]!,
+            var payload = payloads[shape.bytes]!
+            // An event's filler starts with its observation's number (the latency phase's key).
+            if shape.eventIDBytes > 0 {
+                let number = Array("\(observation)-".utf8)
+                if number.count <= payload.count { payload.replaceSubrange(0..<number.count, with: number) }
+            }
+            return MQTTMessage(
+                topic: plan.topics[shape.topic], payload: payload,
                 qos: QoS(rawValue: Int32(shape.qos)) ?? .atLeastOnce, retain: shape.retain,
                 properties: MQTTProperties(
                     messageExpiry: shape.expiry > 0 ? shape.expiry : nil, contentType: "application/json",

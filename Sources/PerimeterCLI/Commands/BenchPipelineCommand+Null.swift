@@ -9,6 +9,8 @@ extension BenchPipelineCommand {
     static let nullVenue = "nulle"
     /// The venue level of the null evaluator that publishes three messages per observation.
     static let nullThreeVenue = "null3"
+    /// The venue level of the null evaluator paced as the latency phase is.
+    static let nullPacedVenue = "nullp"
 
     struct NullFigures {
         var seconds: Double
@@ -58,6 +60,41 @@ extension BenchPipelineCommand {
         return NullFigures(
             seconds: seconds, rate: Double(peak.count) / seconds, events: allEvents - warmEvents,
             messagesPerObservation: Double(published) / Double(max(1, peak.count)), process: stopped)
+    }
+}
+
+extension BenchPipelineCommand {
+    /// The latency floor the broker and this harness set: the latency phase's observations,
+    /// paced at the same rate, through a null evaluator; each event's payload starts with its
+    /// observation's number in the plan (``NullEvaluatorPlayer``), which gives its send time.
+    /// Milliseconds, sorted.
+    static func measureNullLatency(
+        _ plan: NullEvaluatorPlan, messages: [(topic: String, payload: [UInt8])], rate: Double, directory: URL,
+        endpoint: (host: String, port: Int), qos: QoS, stall: Double
+    ) async throws -> [Double] {
+        precondition(plan.observations.count == messages.count, "the plan covers the paced observations")
+        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
+        defer { process.stop() }
+        try await process.waitOnline(endpoint: endpoint)
+        let root = "\(plan.prefix)/\(plan.venue)/"
+        let filters = ["\(root)enter/#", "\(root)exit/#"]
+        let sink = try await EventSink.connect(endpoint: endpoint, filters: filters, name: "\(plan.venue)-latency")
+        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
+        let moved = messages.map { (topic: root + $0.topic.dropFirst(from.count), payload: $0.payload) }
+        let paced = try await publishPaced(
+            moved, rate: rate, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-paced-\(getpid())")
+        _ = try await sink.wait(
+            for: plan.count(matching: filters, in: 0..<plan.observations.count), since: paced.started,
+            evaluator: process, stall: stall, phase: "\(plan.venue) latency")
+        await sink.client.disconnect()
+        _ = await process.stopGracefully()
+        return sink.arrivals().compactMap { arrival -> Double? in
+            let digits = arrival.payload.prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            guard let index = Int(String(decoding: digits, as: UTF8.self)), paced.sent.indices.contains(index) else {
+                return nil
+            }
+            return seconds(arrival.at - paced.sent[index]) * 1000
+        }.sorted()
     }
 }
 

@@ -36,6 +36,9 @@ struct BenchPipelineCommand: ParsableCommand {
                          event arrives.
               latency    paced at half the peak observation rate for --latency-seconds; each
                          event's arrival minus the send time of the observation that caused it.
+              null pace  (not with --no-null) the latency phase's observations at the same pace
+                         through a null evaluator: the floor the broker and this harness set
+                         under that latency (each null event carries its observation's number).
               overload   (skip with --no-overload) paced at 2× and then 4× the peak observation
                          rate for --overload-seconds each, on as many connections as it takes:
                          offered and processed observations/s, the longest wait for an event,
@@ -249,7 +252,11 @@ struct BenchPipelineCommand: ParsableCommand {
         let latencyCount = max(1, Int(halfRate * latencySeconds))
         let latencyRange = peakRange.upperBound..<(peakRange.upperBound + latencyCount)
         let latencyMessages = workload.messages(latencyRange)
-        let latencyExpected = oracle.expect(latencyMessages, first: latencyRange.lowerBound)
+        var latencyPlan = NullEvaluatorPlan()
+        let latencyExpected =
+            noNull
+            ? oracle.expect(latencyMessages, first: latencyRange.lowerBound)
+            : oracle.expect(latencyMessages, first: latencyRange.lowerBound, recording: &latencyPlan)
         expected.merge(latencyExpected) { $1 }
         let latencyFirstEvent = events.count
         let paced = try await Self.publishPaced(
@@ -262,6 +269,14 @@ struct BenchPipelineCommand: ParsableCommand {
         let rssEnd = evaluator.residentKB()
         // VmHWM is updated lazily by the kernel; never show it below a sample taken earlier.
         let rssHighWater = max(evaluator.residentKB(peak: true), rssIdle, rssWarm, rssPeak, rssEnd)
+        // The floor under that latency: the same observations at the same pace through a null
+        // evaluator (the evaluator idle meanwhile).
+        let nullLatencies =
+            noNull
+            ? nil
+            : try await Self.measureNullLatency(
+                latencyPlan.moved(to: Self.nullPacedVenue), messages: latencyMessages, rate: halfRate,
+                directory: directory, endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
 
         // Overload: 2× and 4× the peak rate, each until every event is in (bounded).
         var overloads: [OverloadFigures] = []
@@ -326,10 +341,7 @@ struct BenchPipelineCommand: ParsableCommand {
         let journal = evaluator.journalBytes()
 
         latencies.sort()
-        func percentile(_ p: Double) -> Double {
-            latencies.isEmpty
-                ? .nan : latencies[min(latencies.count - 1, Int((p / 100 * Double(latencies.count)).rounded(.up)) - 1)]
-        }
+        func percentile(_ p: Double) -> Double { Self.percentile(p, of: latencies) }
         let ratio = peakObservationRate / relay.rate
         let p99 = percentile(99)
         let perSubject = Double(rssWarm - rssIdle) * 1024 / Double(subjects)
@@ -354,6 +366,11 @@ struct BenchPipelineCommand: ParsableCommand {
             "  latency at half of peak (\(Self.rate(halfRate)) obs/s asked, \(Self.rate(pacedRate)) sent, \(latencyCount) observations, \(latencies.count) events):",
             "            p50 \(Self.format(percentile(50))) ms, p90 \(Self.format(percentile(90))) ms, p99 \(Self.format(p99)) ms, max \(Self.format(latencies.last ?? .nan)) ms (target p99 < 5 ms: \(p99 < 5 ? "met" : "NOT met"))",
         ]
+        if let nullLatencies {
+            lines.append(
+                "  null at the same pace (\(nullLatencies.count) events): p50 \(Self.format(Self.percentile(50, of: nullLatencies))) ms, p90 \(Self.format(Self.percentile(90, of: nullLatencies))) ms, p99 \(Self.format(Self.percentile(99, of: nullLatencies))) ms, max \(Self.format(nullLatencies.last ?? .nan)) ms (the broker's and this harness's floor)"
+            )
+        }
         for figures in overloads {
             lines.append(
                 "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
@@ -375,6 +392,12 @@ struct BenchPipelineCommand: ParsableCommand {
                 ? " (the evaluator had not caught up after overload)" : ""
             throw ExitCode(1, "the evaluator's events differ from the expected ones\(behind) (see above)")
         }
+    }
+
+    /// The `p`th percentile of `sorted` (nearest rank); NaN when empty.
+    static func percentile(_ p: Double, of sorted: [Double]) -> Double {
+        sorted.isEmpty
+            ? .nan : sorted[min(sorted.count - 1, max(0, Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1))]
     }
 
     // MARK: - Publishing
