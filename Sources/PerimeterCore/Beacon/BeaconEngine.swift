@@ -557,10 +557,10 @@ public struct BeaconEngine: Sendable {
 
     /// Takes a scanner subject's membership of a beacon region over as another evaluator left
     /// it, from its retained `state` (docs/scale.md, "Handover"), as
-    /// ``GeofenceEngine/adopt(subject:region:state:seq:since:now:)`` does for geographic
-    /// regions: the state, the transitions counted so far (the next one has the id the other
-    /// would have given it), when the stay began (a dwell counts as fired when it was due by
-    /// `now`); the state's `t` becomes the subject's last report time (older reports replayed
+    /// ``GeofenceEngine/adopt(subject:region:state:seq:since:lastKnown:now:)`` does for
+    /// geographic regions: the state, the transitions counted so far (the next one has the id
+    /// the other would have given it), when the stay began (a dwell counts as fired when it was
+    /// due by `now`), an `unknown` state's `lastKnown` (the stay goes on); the state's `t` becomes the subject's last report time (older reports replayed
     /// after it are refused as out of order: the state covers them). Publishes nothing. An
     /// unknown region, or an `unmonitored` state, is ignored.
     ///
@@ -571,7 +571,8 @@ public struct BeaconEngine: Sendable {
     /// and no exit is invented. One that was due before that report comes `beaconExitTimeout`
     /// after it instead, with the same id.
     public mutating func adopt(
-        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date, now: Date
+        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date,
+        lastKnown: MembershipState? = nil, now: Date
     ) {
         guard state != .unmonitored, let slot = matcher.slot(of: id), let region = matcher.regions[slot]?.region
         else { return }
@@ -586,12 +587,15 @@ public struct BeaconEngine: Sendable {
         var adopted = RegionState(slot: Int32(slot))
         adopted.membership = Membership(seq: max(seq, retired[id]?[subject] ?? 0), epoch: erasures)
         adopted.membership.state = state
-        adopted.membership.lastKnown = state == .unknown ? nil : state
+        adopted.membership.lastKnown = state == .unknown ? lastKnown : state
         if state == .inside {
             adopted.membership.enteredAt = t
             adopted.membership.insideSince = t
             adopted.membership.dwellFired = region.dwellAfter.map { t.addingTimeInterval($0) <= now } ?? false
             adopted.lastMatch = RegionState.sinceAdoption
+        } else if state == .unknown && lastKnown == .inside {
+            // When the stay began is not retained: no dwell is made for it (none invented).
+            adopted.membership.dwellFired = true
         }
         if let existing = scanners[index].regions.firstIndex(where: { $0.slot == Int32(slot) }) {
             scanners[index].regions[existing] = adopted

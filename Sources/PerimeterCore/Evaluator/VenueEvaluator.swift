@@ -412,13 +412,19 @@ public struct VenueEvaluator: Sendable {
         public var state: MembershipState
         public var seq: Int
         public var t: Date
+        /// For `unknown`: inside or outside, as last known (the stay goes on when it comes back).
+        public var lastKnown: MembershipState?
 
-        public init(region: String, subject: String, state: MembershipState, seq: Int, t: Date) {
+        public init(
+            region: String, subject: String, state: MembershipState, seq: Int, t: Date,
+            lastKnown: MembershipState? = nil
+        ) {
             self.region = region
             self.subject = subject
             self.state = state
             self.seq = seq
             self.t = t
+            self.lastKnown = lastKnown
         }
 
         /// Reads a retained `state/{region}/{subject}` payload; nil when it is not one.
@@ -430,21 +436,26 @@ public struct VenueEvaluator: Sendable {
             else { return nil }
             let seq = json["seq"]?.intValue ?? 0
             guard seq >= 0 else { return nil }
-            self.init(region: region, subject: subject, state: state, seq: seq, t: t)
+            let lastKnown = json["lastKnown"]?.stringValue.flatMap(MembershipState.init(rawValue:))
+            self.init(
+                region: region, subject: subject, state: state, seq: seq, t: t,
+                lastKnown: state == .unknown && (lastKnown == .inside || lastKnown == .outside) ? lastKnown : nil)
         }
 
         public var json: JSONValue {
-            [
+            var object: JSONObject = [
                 "region": .string(region), "subject": .string(subject), "state": .string(state.rawValue),
                 "seq": .number(Double(seq)), "t": .string(Timestamp.format(t)),
             ]
+            if let lastKnown { object["lastKnown"] = .string(lastKnown.rawValue) }
+            return .object(object)
         }
     }
 
     /// Takes subjects over from their retained states (a partition moved here, docs/scale.md,
     /// "Handover"): each membership as its engine's `adopt` says
-    /// (``GeofenceEngine/adopt(subject:region:state:seq:since:now:)``,
-    /// ``BeaconEngine/adopt(subject:region:state:seq:since:now:)``), and occupancy and places
+    /// (``GeofenceEngine/adopt(subject:region:state:seq:since:lastKnown:now:)``,
+    /// ``BeaconEngine/adopt(subject:region:state:seq:since:lastKnown:now:)``), and occupancy and places
     /// from them. `now` is when they are taken over (a dwell due by then counts as fired).
     /// - Returns: the occupancy of every region whose count changed.
     public mutating func adopt(_ states: [AdoptedState], now: Date) -> [EvaluatorOutput] {
@@ -454,11 +465,11 @@ public struct VenueEvaluator: Sendable {
             if region.isGeographic {
                 geofences.adopt(
                     subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t,
-                    now: now)
+                    lastKnown: item.lastKnown, now: now)
             } else {
                 beacons.adopt(
                     subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t,
-                    now: now)
+                    lastKnown: item.lastKnown, now: now)
             }
             let inside = item.state == .inside
             let moved =

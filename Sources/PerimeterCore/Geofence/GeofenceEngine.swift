@@ -389,21 +389,27 @@ public struct GeofenceEngine: Sendable {
     /// retained `state` (docs/scale.md, "Handover"): the state, the transitions counted so far
     /// (so the next one has the id the other would have given it) and when it began, which
     /// becomes the subject's last observation time (older observations replayed after it are
-    /// refused as out of order; newer ones go on from the state). What the retained state does
-    /// not say starts empty: the last fix, a pending delayed change; a dwell counts as fired
-    /// when it was due by `now`. Publishes nothing. An unknown region is ignored.
+    /// refused as out of order; newer ones go on from the state). An `unknown` state keeps
+    /// `lastKnown` (coming back inside after an unknown spell that began inside is the same
+    /// stay, without an enter; its dwell counts as fired). What the retained state does not say
+    /// starts empty: the last fix, a pending delayed change; a dwell counts as fired when it
+    /// was due by `now`. Publishes nothing. An unknown region is ignored.
     public mutating func adopt(
-        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date, now: Date
+        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date,
+        lastKnown: MembershipState? = nil, now: Date
     ) {
         guard let region = index[id]?.region, state != .unmonitored else { return }
         var track = subjects[subject] ?? Track()
         var membership = Membership(seq: max(seq, retired[id]?[subject] ?? 0), epoch: erasures)
         membership.state = state
-        membership.lastKnown = state == .unknown ? nil : state
+        membership.lastKnown = state == .unknown ? lastKnown : state
         if state == .inside {
             membership.enteredAt = t
             membership.insideSince = t
             membership.dwellFired = region.dwellAfter.map { t.addingTimeInterval($0) <= now } ?? false
+        } else if state == .unknown && lastKnown == .inside {
+            // When the stay began is not retained: no dwell is made for it (none invented).
+            membership.dwellFired = true
         }
         track.memberships[id] = membership
         track.lastTime = max(track.lastTime ?? t, t)

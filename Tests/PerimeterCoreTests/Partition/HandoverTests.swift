@@ -15,15 +15,16 @@ struct HandoverTests {
     static let beacon = BeaconIdentity.iBeacon(uuid: BeaconPrefix(uuid: uuid)!, major: 1, minor: 2)
     static let subject = "phone-1"
 
-    /// One observation of the subject: a scan that hears the lobby's beacon or not, or a fix
-    /// inside the hall or 1.1 km away.
+    /// One observation of the subject: a scan that hears the lobby's beacon or not, a fix
+    /// inside the hall or 1.1 km away, or its agent's last will (its states go unknown).
     enum Observation: Sendable, CustomStringConvertible {
         case scan(Double, hears: Bool)
         case fix(Double, inside: Bool)
+        case offline(Double)
 
         var t: Double {
             switch self {
-            case .scan(let t, _), .fix(let t, _): t
+            case .scan(let t, _), .fix(let t, _), .offline(let t): t
             }
         }
 
@@ -40,6 +41,8 @@ struct HandoverTests {
                     Fix(
                         subject: HandoverTests.subject, t: date,
                         position: GeoPoint(lon: 13, lat: inside ? 45 : 45.01), accuracy: 5))
+            case .offline:
+                return .agentStatus(AgentStatus(agent: HandoverTests.subject, online: false, t: date))
             }
         }
 
@@ -47,6 +50,7 @@ struct HandoverTests {
             switch self {
             case .scan(let t, let hears): "\(hears ? "hear" : "miss")@\(Int(t))"
             case .fix(let t, let inside): "\(inside ? "in" : "out")@\(Int(t))"
+            case .offline(let t): "offline@\(Int(t))"
             }
         }
     }
@@ -106,6 +110,12 @@ struct HandoverTests {
                 .fix(40, inside: false), .fix(50, inside: true),
             ],
             cut: 4, replay: 2),
+        Case(
+            name: "unknown after an agent's last will, inside before: back inside is the same stay, no enter",
+            observations: scans(0, 20, hears: true) + [.fix(21, inside: true), .offline(25)]
+                + scans(100, 100, hears: true) + [.fix(101, inside: true)] + scans(110, 140, hears: false)
+                + [.fix(141, inside: false)],
+            cut: 5, replay: 1),
         Case(
             name: "beacon region and geofence together",
             observations: [
