@@ -173,6 +173,10 @@ public struct BeaconEngine: Sendable {
     private var retired: [String: [String: Int]] = [:]
     /// How many subjects were erased: memberships begun since carry it in their ids.
     private var erasures = 0
+    /// Scanner subjects taken over from their retained states and not reported since, with
+    /// when: their staleness counts from then, not from their states' time (their old holder
+    /// had not marked them stale, so it had heard from them more recently than that).
+    private var adoptedAt: [String: Double] = [:]
 
     struct HeardBeacon: Sendable, Codable {
         var identity: BeaconIdentity
@@ -242,12 +246,14 @@ public struct BeaconEngine: Sendable {
         var locator: GatewayLocator.Snapshot
         /// Absent from snapshots written before erasure epochs.
         var erasures: Int? = nil
+        /// Absent from snapshots written before beacon handovers.
+        var adoptedAt: [String: Double]? = nil
     }
 
     public var snapshot: Snapshot {
         Snapshot(
             regions: matcher.slotted, scanners: scanners, generation: generation, retired: retired,
-            locator: locator.snapshot, erasures: erasures)
+            locator: locator.snapshot, erasures: erasures, adoptedAt: adoptedAt)
     }
 
     /// An engine exactly where the snapshotted one stood.
@@ -259,6 +265,7 @@ public struct BeaconEngine: Sendable {
         generation = snapshot.generation
         retired = snapshot.retired
         erasures = snapshot.erasures ?? 0
+        adoptedAt = snapshot.adoptedAt ?? [:]
         locator = GatewayLocator(restoring: snapshot.locator, parameters: parameters)
     }
 
@@ -349,6 +356,7 @@ public struct BeaconEngine: Sendable {
         var events: [RegionEvent] = []
         scanners[index].lastReport = t
         scanners[index].stale = false
+        if !adoptedAt.isEmpty { adoptedAt[subject] = nil }
         for stateIndex in scanners[index].regions.indices
         where scanners[index].regions[stateIndex].lastMatch == RegionState.sinceAdoption {
             scanners[index].regions[stateIndex].lastMatch = t
@@ -461,7 +469,8 @@ public struct BeaconEngine: Sendable {
         for index in scanners.indices.sorted(by: { scanners[$0].id < scanners[$1].id }) {
             let subject = scanners[index]
             guard !subject.regions.isEmpty else { continue }
-            let staleAt = subject.lastReport + parameters.staleAfter
+            let adopted = adoptedAt.isEmpty ? nil : adoptedAt[subject.id]
+            let staleAt = max(subject.lastReport, adopted ?? -.infinity) + parameters.staleAfter
             let horizon = min(time, staleAt)
             let observed = parameters.exitNeedsObservation ? min(subject.lastReport, horizon) : horizon
             var subjectEvents = settle(subject: index, observedUntil: observed, now: horizon)
@@ -522,6 +531,7 @@ public struct BeaconEngine: Sendable {
     }
 
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        adoptedAt[subject] = nil
         guard let index = scannerByID[subject] else { return [] }
         var events: [RegionEvent] = []
         for state in scanners[index].regions {
@@ -569,7 +579,8 @@ public struct BeaconEngine: Sendable {
     /// order they were stored, older ones refused, so the old holder's last sighting was no
     /// later than that: the exit timeout never runs out before it would have on the old holder,
     /// and no exit is invented. One that was due before that report comes `beaconExitTimeout`
-    /// after it instead, with the same id.
+    /// after it instead, with the same id. The subject goes stale `staleAfter` after `now` at the
+    /// earliest (its old holder had not marked it so).
     public mutating func adopt(
         subject: String, region id: String, state: MembershipState, seq: Int, since t: Date,
         lastKnown: MembershipState? = nil, now: Date
@@ -604,6 +615,8 @@ public struct BeaconEngine: Sendable {
         }
         scanners[index].lastReport = max(scanners[index].lastReport, t.timeIntervalSinceReferenceDate)
         scanners[index].stale = false
+        let taken = now.timeIntervalSinceReferenceDate
+        adoptedAt[subject] = max(adoptedAt[subject] ?? taken, taken)
     }
 
     // MARK: - Ranging

@@ -199,4 +199,40 @@ struct HandoverTests {
         #expect(new.occupants(of: "lobby") == reference.occupants(of: "lobby"))
         #expect(new.occupants(of: "hall") == reference.occupants(of: "hall"))
     }
+
+    /// The states of the events among `outputs`, by region.
+    static func states(_ outputs: [EvaluatorOutput]) -> [String: RegionEvent] {
+        var states: [String: RegionEvent] = [:]
+        for case .event(let event) in outputs where event.kind == .state { states[event.region] = event }
+        return states
+    }
+
+    @Test("a stay longer than staleAfter is not made unknown by the take: the subject goes stale staleAfter after it")
+    func longStay() throws {
+        var old = Self.evaluator()
+        // In the lobby and in the hall from 0 on, observed every minute until 360 (staleAfter 300 s).
+        var observations: [Observation] = []
+        for t in stride(from: 0.0, through: 360, by: 60) {
+            observations += [.scan(t, hears: true), .fix(t + 1, inside: true)]
+        }
+        var retained: [VenueEvaluator.AdoptedState] = []
+        for event in Self.run(&old, observations) where event.kind == .state {
+            retained.append(try #require(VenueEvaluator.AdoptedState(payload: Array(event.payload.serialized().utf8))))
+        }
+        #expect(retained.map(\.t).max() == Self.t0.addingTimeInterval(1), "the states are as old as the stay")
+        #expect(Self.states(old.tick(now: Self.t0.addingTimeInterval(400))).isEmpty)
+
+        var new = Self.evaluator()
+        let takenAt = Self.t0.addingTimeInterval(405)
+        _ = new.adopt(retained, now: takenAt)
+        #expect(Self.states(new.tick(now: takenAt.addingTimeInterval(1))).isEmpty, "unknown at the first tick")
+        #expect(new.occupants(of: "lobby") == [Self.subject] && new.occupants(of: "hall") == [Self.subject])
+        // Nothing comes: stale staleAfter after the take (the old holder: after its last observation).
+        let stale = Self.states(new.tick(now: takenAt.addingTimeInterval(301)))
+        for region in ["hall", "lobby"] {
+            #expect(stale[region]?.state == .unknown && stale[region]?.reason == "stale", "\(region): \(stale)")
+            #expect(stale[region]?.t == takenAt.addingTimeInterval(300))
+            #expect(stale[region]?.lastKnown == .inside)
+        }
+    }
 }
