@@ -40,7 +40,8 @@ enum GatewayVenue {
     /// A partition taken is read back this far (`partitions.replay`): beyond the move's ~5 s.
     static let replay = 10.0
 
-    static var venue: PartitionedTier.Venue {
+    /// The venue's configuration beyond Tier's, split in `partitioning`.
+    static func venue(_ partitioning: Partitioning) -> PartitionedTier.Venue {
         PartitionedTier.Venue(
             extra: [
                 "gateways": .array(
@@ -50,7 +51,7 @@ enum GatewayVenue {
                             "lon": .number(gateway.position!.lon), "zone": .string(gateway.zone!),
                         ]
                     })
-            ], regions: regions, replay: replay)
+            ], regions: regions, replay: replay, partitioning: partitioning)
     }
 
     /// An iBeacon heard (at −59 dBm, its expected power at 1 m: 1 m away).
@@ -98,8 +99,9 @@ enum GatewayVenue {
     }
 }
 
-@Suite("Broker tier: gateway scans on a partitioned venue", .serialized)
-struct PartitionedGatewayTests {
+// In the partitioned evaluators' suite, which runs its tests one at a time: two of them side by
+// side (two clusters, six evaluators) slowed the kill test's lease moves past its 10 s.
+extension PartitionedEvaluatorTests {
     /// P = 4 over three evaluators; two gateways report 12 tags in scans that each name tags of
     /// every partition, and 8 phones scan the lobby's beacon; every round is a transition for
     /// every tag. Three rounds, then a wait until they are older than the window a partition
@@ -116,8 +118,9 @@ struct PartitionedGatewayTests {
     @Test("gateway scans reach each tag's partition, also across a kill -9 of a holder")
     func gatewayScans() async throws {
         try await Cleanup.around { cleanup in
-            PartitionedTier.partitioning = try Partitioning(count: 4)
-            let partitioning = PartitionedTier.partitioning
+            // Its own partitioning (not PartitionedTier's, which the suite beside may be setting).
+            let partitioning = try Partitioning(count: 4)
+            let venue = GatewayVenue.venue(partitioning)
             let cluster = try await NATSCluster.start(
                 mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
             cleanup.add { await cluster.stop() }
@@ -132,19 +135,28 @@ struct PartitionedGatewayTests {
 
             let ttl = PartitionedEvaluatorTests.killTTL
             let a = try await PartitionedTier.evaluator(
-                "a", node: 0, cluster: cluster, ttl: ttl, venue: GatewayVenue.venue, cleanup: cleanup)
+                "a", node: 0, cluster: cluster, ttl: ttl, venue: venue, cleanup: cleanup)
             let b = try await PartitionedTier.evaluator(
-                "b", node: 1, cluster: cluster, ttl: ttl, venue: GatewayVenue.venue, cleanup: cleanup)
+                "b", node: 1, cluster: cluster, ttl: ttl, venue: venue, cleanup: cleanup)
             let c = try await PartitionedTier.evaluator(
-                "c", node: 2, cluster: cluster, ttl: ttl, venue: GatewayVenue.venue, cleanup: cleanup)
+                "c", node: 2, cluster: cluster, ttl: ttl, venue: venue, cleanup: cleanup)
             // Three members: partition n is members[n mod 3]'s.
             let layout: [(ChildProcess, Set<Int>)] = [(a, [0, 3]), (b, [1]), (c, [2])]
             let settled: Bool? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
                 layout.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
             }
+            // What the evaluators said about their partitions, and any trouble.
+            let context: @Sendable () -> String = {
+                [a, b, c].map { child in
+                    child.output.split(separator: "\n").filter {
+                        $0.contains("partition") || $0.contains("level=error") || $0.contains("level=warning")
+                    }.suffix(30).joined(separator: "\n")
+                }.joined(separator: "\n---\n")
+            }
             guard settled != nil else {
                 throw ChildFailure(
-                    message: "the three never settled: \(layout.map { PartitionedTier.held($0.0) as Any })")
+                    message:
+                        "the three never settled: \(layout.map { PartitionedTier.held($0.0) as Any }); \(context())")
             }
             let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
             cleanup.add { await publisher.disconnect() }
@@ -157,9 +169,6 @@ struct PartitionedGatewayTests {
                 settings: settings, regions: RegionParser.parse(text: GatewayVenue.regions.serialized()).regions)
             var expected: [String: RegionEvent] = [:]
             let t0 = (Date().timeIntervalSince1970 - 160).rounded()
-            let context: @Sendable () -> String = {
-                [a, b, c].map { "\($0.output.suffix(2500))" }.joined(separator: "\n---\n")
-            }
 
             /// Publishes round `round` and waits for its transitions in partitions other than
             /// `unserved` (the others come later: their scans are read back at the take).
@@ -233,11 +242,13 @@ struct PartitionedGatewayTests {
                 let inside = reference.occupants(of: region).count
                 do {
                     try await inbox.waitFor("\(region)'s occupancy at the end", timeout: .seconds(30)) { messages in
-                        let (total, parts) = PartitionedTier.occupancy(of: region, in: messages)
+                        let (total, parts) = PartitionedTier.occupancy(
+                            of: region, in: messages, partitions: partitioning.all)
                         return total == inside && parts.count == 4 && parts.reduce(0, +) == inside
                     }
                 } catch {
-                    let (total, parts) = PartitionedTier.occupancy(of: region, in: inbox.messages)
+                    let (total, parts) = PartitionedTier.occupancy(
+                        of: region, in: inbox.messages, partitions: partitioning.all)
                     Issue.record("\(region) at the end: total \(total as Any), parts \(parts), expected \(inside)")
                 }
             }

@@ -43,11 +43,13 @@ enum PartitionedTier {
     }
 
     /// What a test adds to the venue's configuration: more settings (`gateways`), other regions,
-    /// how far back a partition taken is read (`partitions.replay`, nil: the default).
+    /// how far back a partition taken is read (`partitions.replay`, nil: the default), its own
+    /// partitioning (nil: ``partitioning``, which a suite running beside this one may set).
     struct Venue: Sendable {
         var extra: JSONObject = [:]
         var regions: JSONValue = Tier.regions
         var replay: Double?
+        var partitioning: Partitioning?
     }
 
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
@@ -56,7 +58,7 @@ enum PartitionedTier {
     static func configuration(
         _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(), cleanup: Cleanup
     ) throws -> String {
-        let count = partitioning.count
+        let count = (venue.partitioning ?? partitioning).count
         var venueSettings = venue.extra
         var partitions: JSONObject = [
             "count": .number(Double(count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
@@ -137,15 +139,17 @@ enum PartitionedTier {
     }
 
     /// A region's occupancy as last received: the total and the last part of every partition
-    /// (those received).
-    static func occupancy(of region: String, in messages: [MQTTMessage]) -> (total: Int?, parts: [Int]) {
+    /// of `partitions` (those received).
+    static func occupancy(
+        of region: String, in messages: [MQTTMessage], partitions: Range<Int> = partitioning.all
+    ) -> (total: Int?, parts: [Int]) {
         var last: [String: Int] = [:]
         for message in messages where message.topic.hasPrefix("\(Tier.root)/occupancy/\(region)") {
             last[message.topic] = (try? JSONParser.parse(message.payload))?["count"]?.intValue
         }
         return (
             last["\(Tier.root)/occupancy/\(region)"],
-            partitioning.all.compactMap { last["\(Tier.root)/occupancy/\(region)/p/\($0)"] }
+            partitions.compactMap { last["\(Tier.root)/occupancy/\(region)/p/\($0)"] }
         )
     }
 
