@@ -132,6 +132,10 @@ extension PartitionedEvaluatorTests {
             let inbox = try await NATSClusterTests.connectedInbox(
                 "consumer", port: cluster.nodes[1].mqttPort,
                 filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
+            // The MQTT streams the consumer's connection made have their replicas in step before
+            // the evaluators subscribe at QoS 1 (a consumer each on NATS: under load one was refused
+            // while a stream's group was still forming, and the evaluator stopped on its SUBACK).
+            try await cluster.waitUntilReplicated()
 
             let ttl = PartitionedEvaluatorTests.killTTL
             let a = try await PartitionedTier.evaluator(
@@ -198,8 +202,10 @@ extension PartitionedEvaluatorTests {
             for round in 0..<3 { try await play(round) }
             // Aging, not synchronisation: the first rounds must lie outside the window read back
             // at the move (a new holder that ignored the retained states would then number the
-            // subjects' transitions afresh).
-            try await Task.sleep(for: .seconds(GatewayVenue.replay))
+            // subjects' transitions afresh). The move comes at least 2/3 of the TTL (2.7 s) after
+            // the kill (the dead holder's key expires a TTL after its last renewal), so the first
+            // rounds are then more than `replay` old.
+            try await Task.sleep(for: .seconds(GatewayVenue.replay - 2))
             for round in 3..<5 { try await play(round) }
             let offsets = [b.output.count, c.output.count]
             a.subprocess.signal(SIGKILL)
