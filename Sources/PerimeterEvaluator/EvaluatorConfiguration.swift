@@ -245,7 +245,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
     }
 
     /// `venues.{id}.partitions`, nil when absent. Every agent named as a reporter of other
-    /// subjects must be an exact id: it is subscribed in every partition
+    /// subjects must be an exact id: its messages are read in every partition
     /// (`…/p/+/obs/{agent}/+`), which a pattern cannot be.
     static func readPartitions(
         _ key: String, venue: Venue, instance: String, _ reader: ConfigReader
@@ -281,7 +281,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         for rule in venue.settings.trust.reporters where rule.agent.contains("*") {
             reader.reject(
                 "\(key).reporters",
-                "'\(rule.agent)' is a pattern; a partitioned venue needs exact agent ids (each is subscribed in every partition)"
+                "'\(rule.agent)' is a pattern; a partitioned venue needs exact agent ids (each one's messages are read in every partition)"
             )
         }
         guard let partitioning = try? Partitioning(count: count), !servers.isEmpty, margin < ttl else { return nil }

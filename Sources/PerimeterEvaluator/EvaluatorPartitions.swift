@@ -15,9 +15,12 @@ final class PartitionedVenue: Sendable {
     private let connection: NATSConnection
     /// The stream that keeps the venue's mapped observations (`perimeter-obs-{venue}`).
     let stream: String
-    /// Agents whose messages come by MQTT to every evaluator (gateways, reporters of others).
+    /// Agents whose messages every evaluator of the venue reads (gateways, reporters of
+    /// others): their scans and fixes name subjects of every partition.
     let broadcast: Set<String>
     private let followers = Mutex<[Int: NATSStreamFollower]>([:])
+    /// The live reads of the broadcast agents' messages, by agent (started at the first take).
+    private let broadcastFollowers = Mutex<[String: NATSStreamFollower]>([:])
     /// Partitions taken whose stream could not be read yet, with when they were taken: tried
     /// again every round of the keeper.
     let unread = Mutex<[Int: Date]>([:])
@@ -56,6 +59,7 @@ final class PartitionedVenue: Sendable {
     /// At shutdown: stop reading, stop publishing, give every lease up, close the connection.
     func close() {
         for follower in followers.withLock({ $0 }).values { follower.stop() }
+        for follower in broadcastFollowers.withLock({ $0 }).values { follower.stop() }
         keeper.releaseAll()
         connection.close()
     }
@@ -93,6 +97,103 @@ final class PartitionedVenue: Sendable {
         previous?.stop()
     }
 
+    /// The stream subject of a broadcast agent's messages, in whichever partition the mapping
+    /// put them (its own): `…p.*.obs.{agent}.*`.
+    func broadcastSubject(_ agent: String) -> String {
+        Self.natsSubject(topics.observationsInAnyPartition(agent: agent)).replacingOccurrences(of: "+", with: "*")
+    }
+
+    /// A broadcast agent's messages stored from `start` on, read back (the reader stays open,
+    /// to read what comes next); nil, and said, when the stream cannot be read.
+    func readBack(_ agent: String, from start: Date, logger: Logger) -> BroadcastReadBack? {
+        do {
+            let reader = try connection.reader(subject: broadcastSubject(agent), from: start)
+            do {
+                return BroadcastReadBack(reader: reader, messages: try reader.readToEnd())
+            } catch {
+                reader.close()
+                throw error
+            }
+        } catch {
+            logger.error(
+                "cannot read a gateway's or reporter's observations back from the broker's stream: those of the partitions taken are missed until its next message",
+                metadata: ["venue": .string(venue), "agent": .string(agent), "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Under the stream journal's lock, right after the rows that take `taken` over: journals
+    /// each broadcast agent's messages read back that its live read has already journalled
+    /// (they reached only the partitions held then; every later one comes live, after these
+    /// rows, to every partition held), in the order they were stored, once for each partition
+    /// taken, as `.replayed` with that partition in its topic (only its subjects are taken from
+    /// it). An agent not read live yet has all its messages read back journalled here, and is
+    /// to be read live from the first one after them (``startLive(_:after:from:journal:logger:)``).
+    /// - Returns: how many messages were read back, and the agents to read live from now on
+    ///   (with the last sequence read back, nil when none was).
+    func catchUp(
+        _ readBacks: [String: BroadcastReadBack], taken: [Int], _ locked: PartitionStreamJournal.Locked,
+        logger: Logger
+    ) -> (count: Int, live: [String: UInt64?]) {
+        var replayed: [NATSStreamMessage] = []
+        var live: [String: UInt64?] = [:]
+        for agent in broadcast.sorted() {
+            let subject = broadcastSubject(agent)
+            var messages = readBacks[agent]?.messages ?? []
+            guard let through = locked.liveThrough(subject) else {
+                // The first take: the live read starts after everything journalled here.
+                replayed += messages
+                live[agent] = .some(messages.last?.sequence)
+                locked.startedLive(subject, after: messages.last?.sequence ?? 0)
+                continue
+            }
+            if let reader = readBacks[agent]?.reader, (messages.last?.sequence ?? 0) < through {
+                // The live read is ahead of the read back: read on, up to it at least.
+                do { messages += try reader.readToEnd() } catch {
+                    logger.error(
+                        "a gateway's or reporter's observations read back only in part: some are missed for the partitions taken",
+                        metadata: ["venue": .string(venue), "agent": .string(agent), "error": "\(error)"])
+                }
+            }
+            replayed += messages.filter { $0.sequence <= through }
+        }
+        // In the order they were stored, across agents: two gateways may hear one tag in turn.
+        replayed.sort { $0.sequence < $1.sequence }
+        let prefix = topics.root + "/p/"
+        for message in replayed {
+            let topic = Self.mqttTopic(message.subject)
+            guard topic.hasPrefix(prefix), let slash = topic.dropFirst(prefix.count).firstIndex(of: "/") else {
+                continue
+            }
+            for partition in taken {
+                locked.write(.replayed, topic: prefix + "\(partition)" + topic[slash...], payload: message.payload)
+            }
+        }
+        return (replayed.count, live)
+    }
+
+    /// Reads `agent`'s messages live from the first after stream sequence `after` (after those
+    /// a take journalled), or, when none was read back, from `start` (the take's read back
+    /// found nothing stored since then): each is journalled as it is stored.
+    func startLive(_ agent: String, after: UInt64?, from start: Date, journal: PartitionStreamJournal, logger: Logger) {
+        let subject = broadcastSubject(agent)
+        let handler: @Sendable (NATSStreamMessage) -> Void = { message in
+            journal.writeLive(subject, message: message)
+        }
+        do {
+            let follower =
+                try after.map { try connection.follow(subject: subject, after: $0, handler: handler) }
+                ?? connection.follow(subject: subject, from: start, handler: handler)
+            broadcastFollowers.withLock { $0[agent] = follower }
+        } catch {
+            // The next take reads it back again, for its own partitions.
+            journal.locked { $0.stoppedLive(subject) }
+            logger.error(
+                "cannot read a gateway's or reporter's observations from the broker's stream: the subjects it names are not served until the next take",
+                metadata: ["venue": .string(venue), "agent": .string(agent), "error": "\(error)"])
+        }
+    }
+
     /// Stops reading partition `n`.
     func stopFollowing(_ partition: Int) {
         unread.withLock { _ = $0.removeValue(forKey: partition) }
@@ -113,15 +214,27 @@ final class PartitionedVenue: Sendable {
     }
 }
 
+/// A broadcast agent's messages read back from the stream at a take, and the reader, open to
+/// read on.
+struct BroadcastReadBack: Sendable {
+    var reader: NATSStreamReader
+    var messages: [NATSStreamMessage]
+}
+
 /// Journals what the partitions' streams deliver (on the NATS client's threads), through a
-/// connection of its own; one write at a time.
+/// connection of its own; one write at a time. A take journals its rows under the same lock
+/// (``locked(_:)``), so that no live message of a broadcast agent falls between the read back
+/// and the rows it gives.
 final class PartitionStreamJournal: @unchecked Sendable {
-    // @unchecked: the store is used only under `lock`.
+    // @unchecked: the store and `liveThrough` are used only under `lock`.
     private let store: EvaluatorStore
     private let lock = NSLock()
     private let clock: any TimeSource
     private let logger: Logger
     private let written: @Sendable (String, Int64) -> Void
+    /// For each broadcast agent's stream subject read live: the stream sequence of the last
+    /// message journalled (or where the live read started after).
+    private var liveThrough: [String: UInt64] = [:]
 
     init(
         path: String, clock: any TimeSource, logger: Logger, written: @escaping @Sendable (String, Int64) -> Void
@@ -135,6 +248,56 @@ final class PartitionStreamJournal: @unchecked Sendable {
     func write(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) {
         lock.lock()
         defer { lock.unlock() }
+        journal(kind, topic: topic, payload: payload)
+    }
+
+    /// Journals a broadcast agent's message as it is stored (an arrival), and how far its live
+    /// read has gone.
+    func writeLive(_ subject: String, message: NATSStreamMessage) {
+        lock.lock()
+        defer { lock.unlock() }
+        journal(.arrival, topic: PartitionedVenue.mqttTopic(message.subject), payload: message.payload)
+        liveThrough[subject] = message.sequence
+    }
+
+    /// What a take may do while it holds the journal: no other row of the streams is written
+    /// meanwhile.
+    struct Locked {
+        let journal: PartitionStreamJournal
+
+        /// Where the live read of a broadcast agent's stream subject is: the sequence of the
+        /// last message journalled; nil when it is not read live.
+        func liveThrough(_ subject: String) -> UInt64? { journal.liveThrough[subject] }
+
+        /// A live read starts after stream sequence `sequence` (0: from a time).
+        func startedLive(_ subject: String, after sequence: UInt64) { journal.liveThrough[subject] = sequence }
+
+        /// A live read could not start.
+        func stoppedLive(_ subject: String) { journal.liveThrough[subject] = nil }
+
+        func write(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) {
+            journal.journal(kind, topic: topic, payload: payload)
+        }
+
+        /// Writes a row, throwing when it cannot be written.
+        func mustWrite(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) throws {
+            try journal.journalOrThrow(kind, topic: topic, payload: payload)
+        }
+    }
+
+    /// Runs `body` holding the journal.
+    func locked<T>(_ body: (Locked) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(Locked(journal: self))
+    }
+
+    private func journalOrThrow(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) throws {
+        let seq = try store.journal(kind, topic: topic, payload: payload, received: clock.now)
+        written(topic, seq)
+    }
+
+    private func journal(_ kind: EvaluatorStore.EntryKind, topic: String, payload: [UInt8]) {
         do {
             let seq = try store.journal(kind, topic: topic, payload: payload, received: clock.now)
             written(topic, seq)
@@ -227,24 +390,45 @@ struct PartitionRunState {
 
 extension EvaluatorRuntime {
     /// The original topic of an observation delivered under its partition (the broker's
-    /// mapping), so that it routes and dead-letters as any observation.
-    func unpartitioned(_ row: EvaluatorStore.InboxRow) -> EvaluatorStore.InboxRow {
+    /// mapping), so that it routes and dead-letters as any observation, and the partition its
+    /// topic named (nil for any other row).
+    func unpartitioned(_ row: EvaluatorStore.InboxRow) -> (row: EvaluatorStore.InboxRow, partition: Int?) {
         guard row.kind == .arrival || row.kind == .replayed, !partitionedIDs.isEmpty,
             let original = Partitioning.unpartitioned(row.topic, prefix: configuration.prefix, venues: partitionedIDs)
-        else { return row }
+        else { return (row, nil) }
         var row = row
         row.topic = original.topic
-        return row
+        return (row, original.partition)
     }
 
     /// The inputs of a partitioned venue's message restricted to the subjects of the
-    /// partitions held (a gateway's scan names subjects of every partition).
-    func restrictToHeld(_ inputs: [Inbound], venue: String, evaluator: VenueEvaluator) -> [Inbound] {
+    /// partitions held (a gateway's scan names subjects of every partition). A gateway's or
+    /// reporter's message read back at a take (`.replayed`) is for the subjects of the
+    /// partition its topic names only: the partitions held before had it live.
+    /// - Parameter partition: the partition the row's topic named (``unpartitioned(_:)``).
+    func restrictToHeld(
+        _ inputs: [Inbound], venue: String, evaluator: VenueEvaluator, row: EvaluatorStore.InboxRow, partition: Int?
+    ) -> [Inbound] {
         guard let settings = partitionSettings[venue] else { return inputs }
-        let held = partitionState.held[venue] ?? []
+        var held = partitionState.held[venue] ?? []
+        if row.kind == .replayed, let partition,
+            let agent = Self.observingAgent(row.topic, prefix: configuration.prefix),
+            broadcastAgents(of: venue).contains(agent)
+        {
+            held = held.intersection([partition])
+        }
         return inputs.compactMap {
             settings.partitioning.restrict($0, to: held, isGateway: evaluator.beacons.isGateway)
         }
+    }
+
+    /// The agent of an observation's topic, `{prefix}/{venue}/obs/{agent}/{kind}`; nil for any
+    /// other topic.
+    static func observingAgent(_ topic: String, prefix: String) -> String? {
+        guard topic.hasPrefix(prefix + "/") else { return nil }
+        let levels = topic.dropFirst(prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 4, levels[1] == "obs" else { return nil }
+        return Topics.decodeLevel(String(levels[2]))
     }
 
     /// A `.partitions` row: from here on the venue holds these partitions. Subjects of the
@@ -322,11 +506,15 @@ extension EvaluatorRuntime {
     }
 
     /// Follows what the leases now hold (docs/scale.md, "Handover"). A lost partition: its
-    /// stream is no longer read, and the change is journalled (its subjects are dropped). A
-    /// partition taken: the change is journalled, then its subjects' retained states (a
-    /// `.handover` row: the engines start from them), then its stream is read from `replay`
-    /// seconds back (what was stored before it was taken is journalled as `.replayed`).
-    /// Everything goes through the journal, so a replay after a crash does the same.
+    /// stream is no longer read, and the change is journalled (its subjects are dropped). The
+    /// partitions taken: their subjects' retained states and the broadcast agents' (gateways',
+    /// reporters') messages of the last `replay` seconds are read, then journalled in one go,
+    /// under the stream journal's lock: the new set held, a `.handover` row (the engines start
+    /// from the states), the broadcast messages for the subjects of the partitions taken
+    /// (``PartitionedVenue/catchUp(_:taken:_:logger:)``); then each partition's own stream
+    /// is read from `replay` seconds back (what was stored before it was taken is journalled
+    /// as `.replayed`). Everything goes through the journal, so a replay after a crash does the
+    /// same.
     func followPartitions() async throws {
         for (id, venue) in partitionState.served.sorted(by: { $0.key < $1.key }) {
             let now = Set(venue.keeper.held.keys)
@@ -334,12 +522,17 @@ extension EvaluatorRuntime {
             retryUnread(venue, holding: now)
             guard now != was else { continue }
             for partition in was.subtracting(now).sorted() { venue.stopFollowing(partition) }
-            try journalPartitions(venue: id, now)
             partitionState.subscribed[id] = now
             if now.contains(0) && !was.contains(0) { partitionState.totals[id] = [:] }
             let taken = now.subtracting(was).sorted()
-            guard !taken.isEmpty, partitionState.streamJournal != nil else { continue }
+            guard !taken.isEmpty, let streamJournal = partitionState.streamJournal else {
+                try journalPartitions(venue: id, now)
+                continue
+            }
+            // Losses at once; the partitions taken are journalled with what they start from.
+            if !was.isSubset(of: now) { try journalPartitions(venue: id, was.intersection(now)) }
             let takenAt = clock.now
+            let replayFrom = takenAt.addingTimeInterval(-venue.settings.replay)
             let started = ContinuousClock.now
             var states: [VenueEvaluator.AdoptedState]?
             for _ in 0..<3 where states == nil { states = await retainedStates(venue, partitions: Set(taken)) }
@@ -349,12 +542,22 @@ extension EvaluatorRuntime {
                     metadata: ["venue": .string(id)])
             }
             let adopted = states ?? []
-            let payload: JSONValue = [
+            var readBacks: [String: BroadcastReadBack] = [:]
+            for agent in venue.broadcast.sorted() {
+                readBacks[agent] = venue.readBack(agent, from: replayFrom, logger: logger)
+            }
+            defer { for readBack in readBacks.values { readBack.reader.close() } }
+            let handover: JSONValue = [
                 "partitions": .array(taken.map { .number(Double($0)) }), "states": .array(adopted.map(\.json)),
             ]
-            _ = try inTurn {
-                try store.journal(
-                    .handover, topic: id, payload: Array(payload.serialized().utf8), received: clock.now)
+            let held: JSONValue = ["held": .array(now.sorted().map { .number(Double($0)) })]
+            let broadcast = try streamJournal.locked { locked in
+                try locked.mustWrite(.partitions, topic: id, payload: Array(held.serialized().utf8))
+                try locked.mustWrite(.handover, topic: id, payload: Array(handover.serialized().utf8))
+                return venue.catchUp(readBacks, taken: taken, locked, logger: logger)
+            }
+            for (agent, after) in broadcast.live.sorted(by: { $0.key < $1.key }) {
+                venue.startLive(agent, after: after, from: replayFrom, journal: streamJournal, logger: logger)
             }
             venue.unread.withLock { unread in for partition in taken { unread[partition] = takenAt } }
             retryUnread(venue, holding: now)
@@ -362,7 +565,8 @@ extension EvaluatorRuntime {
                 "partitions taken over",
                 metadata: [
                     "venue": .string(id), "partitions": .string(taken.map(String.init).joined(separator: ",")),
-                    "states": "\(adopted.count)", "seconds": "\(ContinuousClock.now - started)",
+                    "states": "\(adopted.count)", "broadcast": "\(broadcast.count)",
+                    "seconds": "\(ContinuousClock.now - started)",
                 ])
         }
     }

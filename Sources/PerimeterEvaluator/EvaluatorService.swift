@@ -734,10 +734,7 @@ final class EvaluatorRuntime {
         for venue in venueIDs.sorted() {
             let root = "\(configuration.prefix)/\(venue)"
             if partitionSettings[venue] != nil, let topics = topics[venue] {
-                // A held partition's observations are read from the broker's stream; gateways'
-                // and reporters' of other subjects come here in every partition (their
-                // messages name subjects of all of them).
-                filters += broadcastAgents(of: venue).sorted().map(topics.observationsInAnyPartition(agent:))
+                // Observations are read from the broker's stream (EvaluatorPartitions.swift).
                 filters.append(topics.allOccupancyParts)
             } else {
                 filters.append("\(root)/obs/+/+")
@@ -1254,7 +1251,7 @@ final class EvaluatorRuntime {
 
     /// Runs one journal row through the core. Deterministic: replay gives the same outputs.
     func apply(_ row: EvaluatorStore.InboxRow) -> Applied {
-        let row = unpartitioned(row)
+        let (row, rowPartition) = unpartitioned(row)
         switch row.kind {
         case .partitions:
             let venue = row.topic
@@ -1326,7 +1323,8 @@ final class EvaluatorRuntime {
         } catch {
             return reject(row, venue: venue, error)
         }
-        let inputs = restrictToHeld(decoded.inputs, venue: venue, evaluator: venues[venue]!)
+        let inputs = restrictToHeld(
+            decoded.inputs, venue: venue, evaluator: venues[venue]!, row: row, partition: rowPartition)
         if inputs.isEmpty && !decoded.inputs.isEmpty {
             // About subjects of partitions another evaluator holds.
             stats.ignored += 1

@@ -52,13 +52,38 @@ extension NATSConnection {
     public func follow(
         subject: String, from start: Date, handler: @escaping @Sendable (NATSStreamMessage) -> Void
     ) throws(NATSError) -> NATSStreamFollower {
+        try follow(subject: subject, start: .time(start), handler: handler)
+    }
+
+    /// ``follow(subject:from:handler:)`` from the first message after stream sequence
+    /// `sequence` (where a read back with ``reader(subject:from:)`` ended).
+    public func follow(
+        subject: String, after sequence: UInt64, handler: @escaping @Sendable (NATSStreamMessage) -> Void
+    ) throws(NATSError) -> NATSStreamFollower {
+        try follow(subject: subject, start: .sequence(sequence + 1), handler: handler)
+    }
+
+    private enum Start {
+        case time(Date)
+        case sequence(UInt64)
+    }
+
+    private func follow(
+        subject: String, start: Start, handler: @escaping @Sendable (NATSStreamMessage) -> Void
+    ) throws(NATSError) -> NATSStreamFollower {
         let box = NATSStreamFollower.Box(handler: handler)
         let closure = Unmanaged.passRetained(box).toOpaque()
         var options = jsSubOptions()
         try NATSError.check(jsSubOptions_Init(&options), "jsSubOptions_Init", context: subject)
         options.Ordered = true
-        options.Config.DeliverPolicy = js_DeliverByStartTime
-        options.Config.OptStartTime = Int64(start.timeIntervalSince1970 * 1_000_000_000)
+        switch start {
+        case .time(let date):
+            options.Config.DeliverPolicy = js_DeliverByStartTime
+            options.Config.OptStartTime = Int64(date.timeIntervalSince1970 * 1_000_000_000)
+        case .sequence(let sequence):
+            options.Config.DeliverPolicy = js_DeliverByStartSequence
+            options.Config.OptStartSeq = sequence
+        }
         var subscription: OpaquePointer?
         var code = jsErrCode(rawValue: 0)
         let status = js_Subscribe(
@@ -72,6 +97,97 @@ extension NATSConnection {
         natsSubscription_SetOnCompleteCB(subscription, NATSStreamFollower.onComplete, closure)
         return NATSStreamFollower(subscription: subscription, owner: self)
     }
+}
+
+extension NATSConnection {
+    /// A read back of the stream's messages on `subject` (wildcards allowed) stored from `start`
+    /// on, up to those stored when asked (``NATSStreamReader/readToEnd()``), through an
+    /// ephemeral pull consumer without acknowledgements, deleted by ``NATSStreamReader/close()``.
+    public func reader(subject: String, from start: Date) throws(NATSError) -> NATSStreamReader {
+        var options = jsSubOptions()
+        try NATSError.check(jsSubOptions_Init(&options), "jsSubOptions_Init", context: subject)
+        options.Config.DeliverPolicy = js_DeliverByStartTime
+        options.Config.OptStartTime = Int64(start.timeIntervalSince1970 * 1_000_000_000)
+        options.Config.AckPolicy = js_AckNone
+        var subscription: OpaquePointer?
+        var code = jsErrCode(rawValue: 0)
+        let status = js_PullSubscribe(&subscription, jetStream, subject, nil, nil, &options, &code)
+        guard status == NATS_OK, let subscription else {
+            try NATSError.check(status, "js_PullSubscribe", context: subject)
+            throw NATSError(code: -1, function: "js_PullSubscribe", context: subject, text: "no subscription")
+        }
+        return NATSStreamReader(subscription: subscription, subject: subject, owner: self)
+    }
+}
+
+/// A read back of a stream (``NATSConnection/reader(subject:from:)``).
+///
+/// - Important: `@unchecked Sendable`: the C subscription is locked by the client; it is used
+///   by one caller at a time and destroyed once, by ``close()``.
+public final class NATSStreamReader: @unchecked Sendable {
+    private let subscription: Mutex<Int>
+    private let subject: String
+    private let owner: NATSConnection
+
+    init(subscription: OpaquePointer, subject: String, owner: NATSConnection) {
+        self.subscription = Mutex(Int(bitPattern: UnsafeRawPointer(subscription)))
+        self.subject = subject
+        self.owner = owner
+    }
+
+    /// The messages not read yet, up to the last one stored when the consumer is asked how many
+    /// it has pending, in order; empty when there is none. Later calls return what was stored
+    /// since.
+    /// - Throws: ``NATSError`` when the consumer cannot be asked or a fetch fails.
+    public func readToEnd(batch: Int = 256) throws(NATSError) -> [NATSStreamMessage] {
+        guard let subscription = OpaquePointer(bitPattern: self.subscription.withLock { $0 }) else {
+            throw NATSError(code: -1, function: "readToEnd", context: subject, text: "reader closed")
+        }
+        var messages: [NATSStreamMessage] = []
+        var code = jsErrCode(rawValue: 0)
+        while true {
+            var info: UnsafeMutablePointer<jsConsumerInfo>?
+            try NATSError.check(
+                natsSubscription_GetConsumerInfo(&info, subscription, nil, &code), "natsSubscription_GetConsumerInfo",
+                context: subject)
+            let pending = info?.pointee.NumPending ?? 0
+            if let info { jsConsumerInfo_Destroy(info) }
+            if pending == 0 { return messages }
+            var request = jsFetchRequest()
+            try NATSError.check(jsFetchRequest_Init(&request), "jsFetchRequest_Init", context: subject)
+            request.Batch = Int32(min(UInt64(batch), pending))
+            request.NoWait = true
+            request.Expires = 5_000_000_000
+            var list = natsMsgList()
+            let status = natsSubscription_FetchRequest(&list, subscription, &request)
+            defer { natsMsgList_Destroy(&list) }
+            // Pending a moment ago, gone now (aged out of the stream): nothing more to read.
+            if status == NATS_TIMEOUT && list.Count == 0 { return messages }
+            try NATSError.check(status, "natsSubscription_FetchRequest", context: subject)
+            var last: UInt64 = 1
+            for index in 0..<Int(list.Count) {
+                guard let message = list.Msgs[index] else { continue }
+                let read = NATSStreamFollower.read(message)
+                messages.append(read.message)
+                last = read.pending
+            }
+            // The last message fetched says how many the consumer still has: none, the end.
+            if list.Count > 0 && last == 0 { return messages }
+        }
+    }
+
+    /// Deletes the consumer; the reader cannot be used afterwards.
+    public func close() {
+        let address = subscription.withLock { value in
+            defer { value = 0 }
+            return value
+        }
+        guard let subscription = OpaquePointer(bitPattern: address) else { return }
+        natsSubscription_Unsubscribe(subscription)
+        natsSubscription_Destroy(subscription)
+    }
+
+    deinit { close() }
 }
 
 /// A running ordered read of a stream (``NATSConnection/follow(subject:from:handler:)``).
@@ -99,24 +215,32 @@ public final class NATSStreamFollower: @unchecked Sendable {
                 guard let message, let closure else { return }
                 defer { natsMsg_Destroy(message) }
                 let box = Unmanaged<Box>.fromOpaque(closure).takeUnretainedValue()
-                let subject = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
-                let length = Int(natsMsg_GetDataLength(message))
-                var payload: [UInt8] = []
-                if length > 0, let data = natsMsg_GetData(message) {
-                    payload = data.withMemoryRebound(to: UInt8.self, capacity: length) {
-                        Array(UnsafeBufferPointer(start: $0, count: length))
-                    }
-                }
-                var meta: UnsafeMutablePointer<jsMsgMetaData>?
-                var stored: Date?
-                var sequence: UInt64 = 0
-                if natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta {
-                    stored = Date(timeIntervalSince1970: Double(meta.pointee.Timestamp) / 1_000_000_000)
-                    sequence = meta.pointee.Sequence.Stream
-                    jsMsgMetaData_Destroy(meta)
-                }
-                box.handler(NATSStreamMessage(subject: subject, payload: payload, stored: stored, sequence: sequence))
+                box.handler(read(message).message)
             }
+
+    /// A C message as ours, with the count of messages its consumer had pending after it
+    /// (0 without JetStream metadata). The message stays the caller's to destroy.
+    static func read(_ message: OpaquePointer) -> (message: NATSStreamMessage, pending: UInt64) {
+        let subject = natsMsg_GetSubject(message).map { String(cString: $0) } ?? ""
+        let length = Int(natsMsg_GetDataLength(message))
+        var payload: [UInt8] = []
+        if length > 0, let data = natsMsg_GetData(message) {
+            payload = data.withMemoryRebound(to: UInt8.self, capacity: length) {
+                Array(UnsafeBufferPointer(start: $0, count: length))
+            }
+        }
+        var meta: UnsafeMutablePointer<jsMsgMetaData>?
+        var stored: Date?
+        var sequence: UInt64 = 0
+        var pending: UInt64 = 0
+        if natsMsg_GetMetaData(&meta, message) == NATS_OK, let meta {
+            stored = Date(timeIntervalSince1970: Double(meta.pointee.Timestamp) / 1_000_000_000)
+            sequence = meta.pointee.Sequence.Stream
+            pending = meta.pointee.NumPending
+            jsMsgMetaData_Destroy(meta)
+        }
+        return (NATSStreamMessage(subject: subject, payload: payload, stored: stored, sequence: sequence), pending)
+    }
 
     static let onComplete: @convention(c) (UnsafeMutableRawPointer?) -> Void = { closure in
         guard let closure else { return }

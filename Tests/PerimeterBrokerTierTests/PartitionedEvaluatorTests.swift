@@ -42,13 +42,30 @@ enum PartitionedTier {
         let value = Atomic<Int>(0)
     }
 
+    /// What a test adds to the venue's configuration: more settings (`gateways`), other regions,
+    /// how far back a partition taken is read (`partitions.replay`, nil: the default), its own
+    /// partitioning (nil: ``partitioning``, which a suite running beside this one may set).
+    struct Venue: Sendable {
+        var extra: JSONObject = [:]
+        var regions: JSONValue = Tier.regions
+        var replay: Double?
+        var partitioning: Partitioning?
+    }
+
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
     /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
     /// journal rows (so that a restart starts from one).
     static func configuration(
-        _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, cleanup: Cleanup
+        _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(), cleanup: Cleanup
     ) throws -> String {
-        let count = partitioning.count
+        let count = (venue.partitioning ?? partitioning).count
+        var venueSettings = venue.extra
+        var partitions: JSONObject = [
+            "count": .number(Double(count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
+            "ttl": .number(ttl), "margin": 1,
+        ]
+        if let replay = venue.replay { partitions["replay"] = .number(replay) }
+        venueSettings["partitions"] = .object(partitions)
         let directory = try Tier.directory("partitioned-\(instance)")
         cleanup.add { try? FileManager.default.removeItem(at: directory) }
         return try Tier.evaluatorConfiguration(
@@ -58,13 +75,8 @@ enum PartitionedTier {
                 "clientId": .string("perimeter-evaluator-\(instance)"),
             ],
             extra: ["topics": ["natsSafe": true]],
-            venueExtra: [
-                "partitions": [
-                    "count": .number(Double(count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
-                    "ttl": .number(ttl), "margin": 1,
-                ]
-            ],
-            instance: instance, evaluatorExtra: ["snapshotEvery": 20])
+            venueExtra: venueSettings,
+            instance: instance, evaluatorExtra: ["snapshotEvery": 20], regions: venue.regions)
     }
 
     /// Waits until `child` has printed `marker` on at least `times` lines.
@@ -126,6 +138,21 @@ enum PartitionedTier {
         }
     }
 
+    /// A region's occupancy as last received: the total and the last part of every partition
+    /// of `partitions` (those received).
+    static func occupancy(
+        of region: String, in messages: [MQTTMessage], partitions: Range<Int> = partitioning.all
+    ) -> (total: Int?, parts: [Int]) {
+        var last: [String: Int] = [:]
+        for message in messages where message.topic.hasPrefix("\(Tier.root)/occupancy/\(region)") {
+            last[message.topic] = (try? JSONParser.parse(message.payload))?["count"]?.intValue
+        }
+        return (
+            last["\(Tier.root)/occupancy/\(region)"],
+            partitions.compactMap { last["\(Tier.root)/occupancy/\(region)/p/\($0)"] }
+        )
+    }
+
     /// The partitions `child` holds by its last `held=` line.
     static func held(_ child: ChildProcess) -> Set<Int>? {
         guard let line = child.output.split(separator: "\n").last(where: { $0.contains(" held=") }),
@@ -160,10 +187,11 @@ enum PartitionedTier {
     /// should it be stopped).
     /// - Parameter path: a configuration written before (a restart), else a new one.
     static func evaluator(
-        _ instance: String, node: Int, cluster: NATSCluster, ttl: Double = 6, path: String? = nil,
-        cleanup: Cleanup
+        _ instance: String, node: Int, cluster: NATSCluster, ttl: Double = 6, venue: Venue = Venue(),
+        path: String? = nil, cleanup: Cleanup
     ) async throws -> ChildProcess {
-        let path = try path ?? configuration(instance, cluster: cluster, node: node, ttl: ttl, cleanup: cleanup)
+        let path =
+            try path ?? configuration(instance, cluster: cluster, node: node, ttl: ttl, venue: venue, cleanup: cleanup)
         let child = try ChildProcess(Products.executable("perimeter"), ["evaluator", "--config", path])
         cleanup.add {
             child.subprocess.signal(SIGCONT)
@@ -406,16 +434,7 @@ struct PartitionedEvaluatorTests {
                 Issue.record(Comment(rawValue: problem))
             }
             // Occupancy: the last total and the last part of every partition.
-            @Sendable func last(_ messages: [MQTTMessage]) -> (total: Int?, parts: [Int]) {
-                var last: [String: Int] = [:]
-                for message in messages where message.topic.hasPrefix("\(Tier.root)/occupancy/hall") {
-                    last[message.topic] = (try? JSONParser.parse(message.payload))?["count"]?.intValue
-                }
-                return (
-                    last["\(Tier.root)/occupancy/hall"],
-                    (0..<6).compactMap { last["\(Tier.root)/occupancy/hall/p/\($0)"] }
-                )
-            }
+            let last = { @Sendable (messages: [MQTTMessage]) in PartitionedTier.occupancy(of: "hall", in: messages) }
             do {
                 try await inbox.waitFor("the occupancy total and parts at the end", timeout: .seconds(30)) { messages in
                     let (total, parts) = last(messages)

@@ -31,14 +31,15 @@ enum Tier {
         return url
     }
 
-    /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E;
-    /// everyone authorized) with the given `broker.*` settings; returns its path.
+    /// Writes the evaluator's configuration (one circular region, `hall`, 50 m around 45° N 13° E,
+    /// unless `regions` says otherwise; everyone authorized) with the given `broker.*` settings;
+    /// returns its path.
     /// - Parameters:
-    ///   - venueExtra: more settings of the venue (`partitions`).
+    ///   - venueExtra: more settings of the venue (`partitions`, `gateways`).
     ///   - instance: `evaluator.instance`.
     static func evaluatorConfiguration(
         in directory: URL, broker: JSONObject, extra: JSONObject = [:], venueExtra: JSONObject = [:],
-        instance: String = "tier", evaluatorExtra: JSONObject = [:]
+        instance: String = "tier", evaluatorExtra: JSONObject = [:], regions: JSONValue = Tier.regions
     ) throws -> String {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)

@@ -173,6 +173,10 @@ public struct BeaconEngine: Sendable {
     private var retired: [String: [String: Int]] = [:]
     /// How many subjects were erased: memberships begun since carry it in their ids.
     private var erasures = 0
+    /// Scanner subjects taken over from their retained states and not reported since, with
+    /// when: their staleness counts from then, not from their states' time (their old holder
+    /// had not marked them stale, so it had heard from them more recently than that).
+    private var adoptedAt: [String: Double] = [:]
 
     struct HeardBeacon: Sendable, Codable {
         var identity: BeaconIdentity
@@ -186,8 +190,12 @@ public struct BeaconEngine: Sendable {
     struct RegionState: Sendable, Codable {
         var slot: Int32
         var membership = Membership()
-        /// Last time a qualifying sighting was heard.
+        /// Last time a qualifying sighting was heard; ``sinceAdoption`` until the first report
+        /// after a handover.
         var lastMatch = -Double.infinity
+        /// An adopted `inside` whose last sighting is not known: the next report's time is
+        /// taken for it (never earlier than the old holder's, so no exit falls due sooner).
+        static let sinceAdoption = Double.infinity
         /// The strongest matching beacon of the current stay, with its rssi.
         var strongest: BeaconIdentity?
         var strongestRSSI = -Double.infinity
@@ -238,12 +246,14 @@ public struct BeaconEngine: Sendable {
         var locator: GatewayLocator.Snapshot
         /// Absent from snapshots written before erasure epochs.
         var erasures: Int? = nil
+        /// Absent from snapshots written before beacon handovers.
+        var adoptedAt: [String: Double]? = nil
     }
 
     public var snapshot: Snapshot {
         Snapshot(
             regions: matcher.slotted, scanners: scanners, generation: generation, retired: retired,
-            locator: locator.snapshot, erasures: erasures)
+            locator: locator.snapshot, erasures: erasures, adoptedAt: adoptedAt)
     }
 
     /// An engine exactly where the snapshotted one stood.
@@ -255,6 +265,7 @@ public struct BeaconEngine: Sendable {
         generation = snapshot.generation
         retired = snapshot.retired
         erasures = snapshot.erasures ?? 0
+        adoptedAt = snapshot.adoptedAt ?? [:]
         locator = GatewayLocator(restoring: snapshot.locator, parameters: parameters)
     }
 
@@ -274,6 +285,13 @@ public struct BeaconEngine: Sendable {
     /// Subjects tracked in scanner mode, and tags in gateway mode.
     public var subjectCount: Int { scanners.count }
     public var tagCount: Int { locator.tagCount }
+
+    /// Gateway-mode tags heard (their subjects), in no particular order.
+    public var tagSubjects: [String] { locator.tagSubjects }
+
+    /// Forgets a gateway-mode tag's sightings (its partition moved to another evaluator: a
+    /// centroid made later of old sightings and the next holder's would be neither's).
+    public mutating func forget(tag subject: String) { locator.forget(tag: subject) }
 
     /// The confirmed state of `subject` for beacon region `region`.
     public func state(subject: String, region: String) -> MembershipState {
@@ -338,6 +356,11 @@ public struct BeaconEngine: Sendable {
         var events: [RegionEvent] = []
         scanners[index].lastReport = t
         scanners[index].stale = false
+        if !adoptedAt.isEmpty { adoptedAt[subject] = nil }
+        for stateIndex in scanners[index].regions.indices
+        where scanners[index].regions[stateIndex].lastMatch == RegionState.sinceAdoption {
+            scanners[index].regions[stateIndex].lastMatch = t
+        }
         for sighting in report.sightings {
             let rssi = parameters.calibration.adjusted(rssi: sighting.rssi, agent: report.agent)
             let beacon = heard(sighting, rssi: rssi, at: t, subject: index)
@@ -446,7 +469,8 @@ public struct BeaconEngine: Sendable {
         for index in scanners.indices.sorted(by: { scanners[$0].id < scanners[$1].id }) {
             let subject = scanners[index]
             guard !subject.regions.isEmpty else { continue }
-            let staleAt = subject.lastReport + parameters.staleAfter
+            let adopted = adoptedAt.isEmpty ? nil : adoptedAt[subject.id]
+            let staleAt = max(subject.lastReport, adopted ?? -.infinity) + parameters.staleAfter
             let horizon = min(time, staleAt)
             let observed = parameters.exitNeedsObservation ? min(subject.lastReport, horizon) : horizon
             var subjectEvents = settle(subject: index, observedUntil: observed, now: horizon)
@@ -507,6 +531,7 @@ public struct BeaconEngine: Sendable {
     }
 
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        adoptedAt[subject] = nil
         guard let index = scannerByID[subject] else { return [] }
         var events: [RegionEvent] = []
         for state in scanners[index].regions {
@@ -536,6 +561,62 @@ public struct BeaconEngine: Sendable {
             }
         }
         return events.sorted { $0.region < $1.region }
+    }
+
+    // MARK: - Handover
+
+    /// Takes a scanner subject's membership of a beacon region over as another evaluator left
+    /// it, from its retained `state` (docs/scale.md, "Handover"), as
+    /// ``GeofenceEngine/adopt(subject:region:state:seq:since:lastKnown:now:)`` does for
+    /// geographic regions: the state, the transitions counted so far (the next one has the id
+    /// the other would have given it), when the stay began (a dwell counts as fired when it was
+    /// due by `now`), an `unknown` state's `lastKnown` (the stay goes on); the state's `t` becomes the subject's last report time (older reports replayed
+    /// after it are refused as out of order: the state covers them). Publishes nothing. An
+    /// unknown region, or an `unmonitored` state, is ignored.
+    ///
+    /// The last sighting is not in the retained picture: an adopted `inside` counts as heard at
+    /// the subject's next report (``RegionState/sinceAdoption``). Reports are processed in the
+    /// order they were stored, older ones refused, so the old holder's last sighting was no
+    /// later than that: the exit timeout never runs out before it would have on the old holder,
+    /// and no exit is invented. One that was due before that report comes `beaconExitTimeout`
+    /// after it instead, with the same id. The subject goes stale `staleAfter` after `now` at the
+    /// earliest (its old holder had not marked it so).
+    public mutating func adopt(
+        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date,
+        lastKnown: MembershipState? = nil, now: Date
+    ) {
+        guard state != .unmonitored, let slot = matcher.slot(of: id), let region = matcher.regions[slot]?.region
+        else { return }
+        let index: Int
+        if let existing = scannerByID[subject] {
+            index = existing
+        } else {
+            index = scanners.count
+            scannerByID[subject] = index
+            scanners.append(ScannerSubject(id: subject))
+        }
+        var adopted = RegionState(slot: Int32(slot))
+        adopted.membership = Membership(seq: max(seq, retired[id]?[subject] ?? 0), epoch: erasures)
+        adopted.membership.state = state
+        adopted.membership.lastKnown = state == .unknown ? lastKnown : state
+        if state == .inside {
+            adopted.membership.enteredAt = t
+            adopted.membership.insideSince = t
+            adopted.membership.dwellFired = region.dwellAfter.map { t.addingTimeInterval($0) <= now } ?? false
+            adopted.lastMatch = RegionState.sinceAdoption
+        } else if state == .unknown && lastKnown == .inside {
+            // When the stay began is not retained: no dwell is made for it (none invented).
+            adopted.membership.dwellFired = true
+        }
+        if let existing = scanners[index].regions.firstIndex(where: { $0.slot == Int32(slot) }) {
+            scanners[index].regions[existing] = adopted
+        } else {
+            scanners[index].regions.append(adopted)
+        }
+        scanners[index].lastReport = max(scanners[index].lastReport, t.timeIntervalSinceReferenceDate)
+        scanners[index].stale = false
+        let taken = now.timeIntervalSinceReferenceDate
+        adoptedAt[subject] = max(adoptedAt[subject] ?? taken, taken)
     }
 
     // MARK: - Ranging

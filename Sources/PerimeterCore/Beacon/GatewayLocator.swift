@@ -116,6 +116,9 @@ public struct GatewayLocator: Sendable {
 
     public var tagCount: Int { tags.count }
 
+    /// The tags heard (their subjects), in no particular order.
+    public var tagSubjects: [String] { tags.map(\.subject) }
+
     public func gateway(_ id: String) -> Gateway? { gatewayByID[id].map { gateways[$0] } }
 
     /// Forgets a tag and its sightings (erasure).

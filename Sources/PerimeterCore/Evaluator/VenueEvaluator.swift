@@ -390,10 +390,12 @@ public struct VenueEvaluator: Sendable {
         for members in inside.values { known.formUnion(members) }
         known.formUnion(places.keys)
         known.formUnion(located.keys)
+        known.formUnion(beacons.tagSubjects)
         let dropped = known.filter(leaving).sorted()
         for subject in dropped {
             _ = geofences.forget(subject: subject, at: t, reason: "moved")
             _ = beacons.forget(subject: subject, at: t, reason: "moved")
+            beacons.forget(tag: subject)
             for region in inside.keys { inside[region]!.remove(subject) }
             places[subject] = nil
             gpsPlaces[subject] = nil
@@ -410,13 +412,19 @@ public struct VenueEvaluator: Sendable {
         public var state: MembershipState
         public var seq: Int
         public var t: Date
+        /// For `unknown`: inside or outside, as last known (the stay goes on when it comes back).
+        public var lastKnown: MembershipState?
 
-        public init(region: String, subject: String, state: MembershipState, seq: Int, t: Date) {
+        public init(
+            region: String, subject: String, state: MembershipState, seq: Int, t: Date,
+            lastKnown: MembershipState? = nil
+        ) {
             self.region = region
             self.subject = subject
             self.state = state
             self.seq = seq
             self.t = t
+            self.lastKnown = lastKnown
         }
 
         /// Reads a retained `state/{region}/{subject}` payload; nil when it is not one.
@@ -428,35 +436,48 @@ public struct VenueEvaluator: Sendable {
             else { return nil }
             let seq = json["seq"]?.intValue ?? 0
             guard seq >= 0 else { return nil }
-            self.init(region: region, subject: subject, state: state, seq: seq, t: t)
+            let lastKnown = json["lastKnown"]?.stringValue.flatMap(MembershipState.init(rawValue:))
+            self.init(
+                region: region, subject: subject, state: state, seq: seq, t: t,
+                lastKnown: state == .unknown && (lastKnown == .inside || lastKnown == .outside) ? lastKnown : nil)
         }
 
         public var json: JSONValue {
-            [
+            var object: JSONObject = [
                 "region": .string(region), "subject": .string(subject), "state": .string(state.rawValue),
                 "seq": .number(Double(seq)), "t": .string(Timestamp.format(t)),
             ]
+            if let lastKnown { object["lastKnown"] = .string(lastKnown.rawValue) }
+            return .object(object)
         }
     }
 
     /// Takes subjects over from their retained states (a partition moved here, docs/scale.md,
-    /// "Handover"): geographic regions' memberships as ``GeofenceEngine/adopt(subject:region:state:seq:since:now:)``
-    /// says, and occupancy and places from them. Beacon regions are not taken over (their
-    /// scanner state is not in the retained picture): they start again with the next scan.
+    /// "Handover"): each membership as its engine's `adopt` says
+    /// (``GeofenceEngine/adopt(subject:region:state:seq:since:lastKnown:now:)``,
+    /// ``BeaconEngine/adopt(subject:region:state:seq:since:lastKnown:now:)``), and occupancy and places
+    /// from them. `now` is when they are taken over (a dwell due by then counts as fired).
     /// - Returns: the occupancy of every region whose count changed.
     public mutating func adopt(_ states: [AdoptedState], now: Date) -> [EvaluatorOutput] {
         var changed: Set<String> = []
         for item in states {
-            guard let region = regions[item.region], region.isGeographic else { continue }
-            geofences.adopt(
-                subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t, now: now)
+            guard let region = regions[item.region] else { continue }
+            if region.isGeographic {
+                geofences.adopt(
+                    subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t,
+                    lastKnown: item.lastKnown, now: now)
+            } else {
+                beacons.adopt(
+                    subject: item.subject, region: item.region, state: item.state, seq: item.seq, since: item.t,
+                    lastKnown: item.lastKnown, now: now)
+            }
             let inside = item.state == .inside
             let moved =
                 inside
                 ? self.inside[item.region, default: []].insert(item.subject).inserted
                 : self.inside[item.region]?.remove(item.subject) != nil
             if moved { changed.insert(item.region) }
-            if Self.isPlace(region) {
+            if region.isGeographic && Self.isPlace(region) {
                 if inside {
                     gpsPlaces[item.subject, default: []].insert(item.region)
                 } else {

@@ -64,6 +64,11 @@ public struct GeofenceEngine: Sendable {
     private var retired: [String: [String: Int]] = [:]
     /// How many subjects were erased: memberships begun since carry it in their ids.
     private var erasures = 0
+    /// Subjects taken over from their retained states (``adopt(subject:region:state:seq:since:lastKnown:now:)``)
+    /// and not observed since, with when: they go stale `staleAfter` after that, not after
+    /// their states' time (their old holder had not marked them stale, so it had observed them
+    /// more recently than their states say).
+    private var adoptedAt: [String: Date] = [:]
     /// The largest `exitBuffer` of any region, so candidate searches reach far enough.
     private var maxExitBuffer: Double
     private let calendar: Calendar
@@ -96,14 +101,19 @@ public struct GeofenceEngine: Sendable {
         var retired: [String: [String: Int]]
         /// Absent from snapshots written before erasure epochs.
         var erasures: Int? = nil
+        /// Absent from snapshots written before beacon handovers.
+        var adoptedAt: [String: Date]? = nil
     }
 
-    public var snapshot: Snapshot { Snapshot(subjects: subjects, retired: retired, erasures: erasures) }
+    public var snapshot: Snapshot {
+        Snapshot(subjects: subjects, retired: retired, erasures: erasures, adoptedAt: adoptedAt)
+    }
 
     public mutating func restore(_ snapshot: Snapshot) {
         subjects = snapshot.subjects
         retired = snapshot.retired
         erasures = snapshot.erasures ?? 0
+        adoptedAt = snapshot.adoptedAt ?? [:]
     }
 
     /// Erases a subject: its track and every sequence number it had (nothing naming it is
@@ -218,6 +228,7 @@ public struct GeofenceEngine: Sendable {
         track.lastFix = fix
         track.lastTime = fix.t
         track.stale = false
+        if !adoptedAt.isEmpty { adoptedAt[fix.subject] = nil }
         let sorted = events.sortedForPublishing()
         if let last = sorted.last { track.lastEmitted = max(track.lastEmitted ?? last.t, last.t) }
         subjects[fix.subject] = track
@@ -287,7 +298,7 @@ public struct GeofenceEngine: Sendable {
         // before: a tick costs one scan, not a sort and a rewrite of every track (at 30,000
         // subjects each tick took 0.6 s, most of an idle evaluator's CPU).
         var due: [String] = []
-        for (subject, track) in subjects where mayHaveSomethingDue(track, at: now) { due.append(subject) }
+        for (subject, track) in subjects where mayHaveSomethingDue(subject, track, at: now) { due.append(subject) }
         var events: [RegionEvent] = []
         for subject in due.sorted() {
             events += advance(subject: subject, to: now)
@@ -298,8 +309,8 @@ public struct GeofenceEngine: Sendable {
     /// False only when ``advance(subject:to:)`` would change nothing for this track at `now`:
     /// it is already stale or not yet due to be, and no membership has a pending change, a dwell
     /// still to fire or a schedule to follow.
-    private func mayHaveSomethingDue(_ track: Track, at now: Date) -> Bool {
-        if !track.stale, let last = track.lastTime, last.addingTimeInterval(parameters.staleAfter) <= now {
+    private func mayHaveSomethingDue(_ subject: String, _ track: Track, at now: Date) -> Bool {
+        if !track.stale, let last = staleFrom(subject, track), last.addingTimeInterval(parameters.staleAfter) <= now {
             return true
         }
         for (id, membership) in track.memberships {
@@ -318,7 +329,7 @@ public struct GeofenceEngine: Sendable {
     private mutating func advance(subject: String, to now: Date) -> [RegionEvent] {
         guard var track = subjects[subject] else { return [] }
         var events: [RegionEvent] = []
-        let staleAt = track.lastTime.map { $0.addingTimeInterval(parameters.staleAfter) }
+        let staleAt = staleFrom(subject, track).map { $0.addingTimeInterval(parameters.staleAfter) }
         let horizon = staleAt.map { min($0, now) } ?? now
         for id in track.memberships.keys.sorted() {
             guard var membership = track.memberships[id], let region = index[id]?.region else { continue }
@@ -372,7 +383,14 @@ public struct GeofenceEngine: Sendable {
         subjects.filter { ($0.value.lastTime ?? .distantPast) > t }.map(\.key).sorted()
     }
 
+    /// What the subject's staleness counts from: its last observation, or its takeover when later.
+    private func staleFrom(_ subject: String, _ track: Track) -> Date? {
+        guard !adoptedAt.isEmpty, let adopted = adoptedAt[subject] else { return track.lastTime }
+        return max(track.lastTime ?? adopted, adopted)
+    }
+
     public mutating func forget(subject: String, at t: Date, reason: String) -> [RegionEvent] {
+        adoptedAt[subject] = nil
         guard let track = subjects.removeValue(forKey: subject) else { return [] }
         var events: [RegionEvent] = []
         for id in track.memberships.keys.sorted() {
@@ -389,25 +407,34 @@ public struct GeofenceEngine: Sendable {
     /// retained `state` (docs/scale.md, "Handover"): the state, the transitions counted so far
     /// (so the next one has the id the other would have given it) and when it began, which
     /// becomes the subject's last observation time (older observations replayed after it are
-    /// refused as out of order; newer ones go on from the state). What the retained state does
-    /// not say starts empty: the last fix, a pending delayed change; a dwell counts as fired
-    /// when it was due by `now`. Publishes nothing. An unknown region is ignored.
+    /// refused as out of order; newer ones go on from the state; it goes stale `staleAfter`
+    /// after `now` at the earliest, as its old holder had not marked it so). An `unknown` state keeps
+    /// `lastKnown` (coming back inside after an unknown spell that began inside is the same
+    /// stay, without an enter; its dwell counts as fired). What the retained state does not say
+    /// starts empty: the last fix, a pending delayed change; a dwell counts as fired when it
+    /// was due by `now`. Publishes nothing. An unknown region is ignored.
     public mutating func adopt(
-        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date, now: Date
+        subject: String, region id: String, state: MembershipState, seq: Int, since t: Date,
+        lastKnown: MembershipState? = nil, now: Date
     ) {
         guard let region = index[id]?.region, state != .unmonitored else { return }
         var track = subjects[subject] ?? Track()
         var membership = Membership(seq: max(seq, retired[id]?[subject] ?? 0), epoch: erasures)
         membership.state = state
-        membership.lastKnown = state == .unknown ? nil : state
+        membership.lastKnown = state == .unknown ? lastKnown : state
         if state == .inside {
             membership.enteredAt = t
             membership.insideSince = t
             membership.dwellFired = region.dwellAfter.map { t.addingTimeInterval($0) <= now } ?? false
+        } else if state == .unknown && lastKnown == .inside {
+            // When the stay began is not retained: no dwell is made for it (none invented).
+            membership.dwellFired = true
         }
         track.memberships[id] = membership
         track.lastTime = max(track.lastTime ?? t, t)
+        track.stale = false
         subjects[subject] = track
+        adoptedAt[subject] = max(adoptedAt[subject] ?? now, now)
     }
 
     // MARK: - Regions

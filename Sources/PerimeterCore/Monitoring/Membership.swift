@@ -164,7 +164,8 @@ struct Membership: Sendable, Codable {
         state = .unknown
         pending = nil
         return .state(
-            region: context.region.id, subject: context.subject, state: .unknown, at: t, reason: reason, seq: seq)
+            region: context.region.id, subject: context.subject, state: .unknown, at: t, reason: reason, seq: seq,
+            lastKnown: lastKnown)
     }
 
     mutating func setUnmonitored(at t: Date, reason: String, _ context: MembershipContext) -> RegionEvent {

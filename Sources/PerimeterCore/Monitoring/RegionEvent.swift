@@ -43,12 +43,16 @@ public struct RegionEvent: Sendable, Hashable, Codable {
     /// True when the privacy gate held the event back (provisional always) and delivers it
     /// late, after an upgrade to always; `t` stays the original time.
     public var held: Bool = false
+    /// For an `unknown` state: whether the subject was last known inside or outside (an
+    /// unknown spell is not an exit: coming back inside is the same stay). Whoever takes the
+    /// subject over from the retained state keeps the stay too (docs/scale.md, "Handover").
+    public var lastKnown: MembershipState?
 
     public init(
         kind: Kind, region: String, subject: String, t: Date, seq: Int = 0, id: String = "",
         state: MembershipState? = nil,
         reason: String? = nil, source: String = "gps", fix: Fix? = nil, refinement: BeaconIdentity? = nil,
-        interpolated: Bool = false
+        interpolated: Bool = false, lastKnown: MembershipState? = nil
     ) {
         self.kind = kind
         self.region = region
@@ -62,13 +66,17 @@ public struct RegionEvent: Sendable, Hashable, Codable {
         self.fix = fix
         self.refinement = refinement
         self.interpolated = interpolated
+        self.lastKnown = lastKnown
     }
 
     /// A state event: `subject` is now `state` for `region`.
     static func state(
-        region: String, subject: String, state: MembershipState, at t: Date, reason: String?, seq: Int = 0
+        region: String, subject: String, state: MembershipState, at t: Date, reason: String?, seq: Int = 0,
+        lastKnown: MembershipState? = nil
     ) -> RegionEvent {
-        RegionEvent(kind: .state, region: region, subject: subject, t: t, seq: seq, state: state, reason: reason)
+        RegionEvent(
+            kind: .state, region: region, subject: subject, t: t, seq: seq, state: state, reason: reason,
+            lastKnown: lastKnown)
     }
 
     /// The id of transition number `seq` of `kind` for (venue, region, subject).
@@ -135,6 +143,7 @@ public struct RegionEvent: Sendable, Hashable, Codable {
                 JSONValue.writeNumber(Double(seq), to: &out)
             }
             if let reason { string("reason", reason) }
+            if let lastKnown { string("lastKnown", lastKnown.rawValue) }
             if let venue { string("venue", venue) }
             out += "}"
             return out

@@ -67,7 +67,8 @@ extension Topics {
     /// A partition's observations, as the broker's mapping delivers them: `…/p/{n}/obs/+/+`.
     public func partitionObservations(_ partition: Int) -> String { "\(root)/p/\(partition)/obs/+/+" }
 
-    /// One agent's observations in whichever partition the broker put them (a gateway or a
-    /// reporter naming subjects of every partition): `…/p/+/obs/{agent}/+`.
+    /// One agent's observations in whichever partition the broker put them (its own; a gateway
+    /// or a reporter naming subjects of every partition, read from the stream by every
+    /// evaluator of the venue): `…/p/+/obs/{agent}/+`.
     public func observationsInAnyPartition(agent: String) -> String { "\(root)/p/+/obs/\(Self.level(agent))/+" }
 }

@@ -23,6 +23,8 @@ struct RegionEventPayloadTests {
             // The transitions so far, from the takeover of partitions on (absent while 0).
             if event.seq > 0 { object["seq"] = .number(Double(event.seq)) }
             if let reason = event.reason { object["reason"] = .string(reason) }
+            // What an unknown state was last known to be, from the takeover of partitions on.
+            if let lastKnown = event.lastKnown { object["lastKnown"] = .string(lastKnown.rawValue) }
             if let venue { object["venue"] = .string(venue) }
             return JSONValue.object(object).serialized()
         }
@@ -66,6 +68,9 @@ struct RegionEventPayloadTests {
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: .inside),
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, seq: 4, state: .inside),
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: .unknown, reason: "agentOffline"),
+            RegionEvent(
+                kind: .state, region: "hall", subject: "ann", t: t0, seq: 3, state: .unknown, reason: "stale",
+                lastKnown: .inside),
             RegionEvent(kind: .state, region: "hall", subject: "ann", t: t0, state: nil),
         ])
     func sameText(_ event: RegionEvent) throws {
