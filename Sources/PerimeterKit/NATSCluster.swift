@@ -54,6 +54,11 @@ public final class NATSCluster: Sendable {
 
     /// Starts three nodes and waits until the cluster has formed: every node names the same
     /// JetStream meta leader and every MQTT port accepts connections.
+    ///
+    /// The ports are chosen free a moment before the nodes bind them, so another process can take
+    /// one meanwhile (seen with tests in parallel: a node ended with "bind: address already in
+    /// use"); a node that ends while the cluster forms is a failure at once, and the cluster is
+    /// started again on other ports, three times at most.
     /// - Parameters:
     ///   - configuration: the node configuration (`deploy/nats/node.conf`): it names two routes,
     ///     so the cluster has three nodes.
@@ -77,6 +82,31 @@ public final class NATSCluster: Sendable {
         let directory =
             directory
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-nats-\(UUID().uuidString)")
+        var failure = Failure.startFailed("not tried")
+        for _ in 0..<3 {
+            let cluster = try launch(
+                executable: executable, configuration: configuration, ackWait: ackWait, mappings: mappings,
+                directory: directory)
+            do {
+                try await cluster.waitUntilFormed(timeout: timeout)
+                return cluster
+            } catch {
+                let logs = cluster.logs
+                let ended = cluster.endedNode != nil
+                await cluster.stop()
+                let reason = if case .startFailed(let reason) = error as? Failure { reason } else { "\(error)" }
+                failure = .startFailed("\(reason); logs: \(logs.suffix(4000))")
+                // Only a node that ended (a port taken) is worth another try on other ports.
+                if !ended { break }
+            }
+        }
+        throw failure
+    }
+
+    /// Writes the nodes' directories (and with mappings, their configuration) and spawns them.
+    private static func launch(
+        executable: String, configuration: String, ackWait: String, mappings: [String], directory: URL
+    ) throws -> NATSCluster {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var ports = Set<Int>()
         func port() throws -> Int {
@@ -118,15 +148,17 @@ public final class NATSCluster: Sendable {
                     executable, ["-c", configurationPath], environment: environment,
                     stdout: .file(log, append: false), stderr: .file(log, append: true)))
         }
-        let cluster = NATSCluster(nodes: nodes, directory: directory, processes: processes)
-        do {
-            try await cluster.waitUntilFormed(timeout: timeout)
-        } catch {
-            let logs = cluster.logs
-            await cluster.stop()
-            throw Failure.startFailed("\(error); logs: \(logs.suffix(4000))")
+        return NATSCluster(nodes: nodes, directory: directory, processes: processes)
+    }
+
+    /// A node that ended by itself (not by ``kill(_:)`` or ``stop()``), with how, if any.
+    private var endedNode: (name: String, termination: Subprocess.Termination)? {
+        processes.withLock { processes in
+            for (index, process) in processes.enumerated() {
+                if let termination = process?.poll() { return (nodes[index].name, termination) }
+            }
+            return nil
         }
-        return cluster
     }
 
     /// Polls every node's `/jsz` until each knows the same JetStream meta leader and every MQTT
@@ -135,6 +167,9 @@ public final class NATSCluster: Sendable {
     public func waitUntilFormed(timeout: Duration = .seconds(60)) async throws {
         var last = ""
         let formed = try await waitForCondition(timeout: timeout, every: .milliseconds(200)) {
+            if let ended = endedNode {
+                throw Failure.startFailed("node \(ended.name) \(ended.termination)")
+            }
             // Each node's meta leader, or what its monitor said instead (kept for the failure message).
             let views = nodes.indices.map { index -> (leader: String?, said: String) in
                 let node = nodes[index]
