@@ -58,6 +58,7 @@ struct BenchScaleTests {
             (["--partitions", "4", "--evaluator-counts", "1,8"], "at most --partitions (4)"),
             (["--partitions", "4", "--evaluator-counts", "1,x"], "--evaluator-counts must be"),
             (["--evaluator-counts", "1,2"], "--evaluator-counts applies only with --partitions"),
+            (["--partitions", "4", "--lease-ttl", "1"], "--lease-ttl must be 2…300 s"),
         ] {
             let result = try await perimeter(["bench", "scale"] + arguments)
             #expect(result.status == .exited(64), "\(arguments): \(result.stderr)")

@@ -136,7 +136,7 @@ extension BenchScaleCommand {
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         print(
-            "perimeter bench scale: one venue × \(subjects) subjects in \(partitions) partitions, on a private three-node NATS cluster per evaluator count (MQTT 3.1.1, JetStream replicated ×3, \(configuration)), \(regions) circles + 10 beacon regions, \(rounds) reports per subject at peak, \(transitionEvery == 1 ? "every report a transition" : "a transition every \(transitionEvery) reports"), evaluators \(counts.map(String.init).joined(separator: ", ")), lease TTL \(BenchPipelineCommand.format(leaseTTL)) s, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+            "perimeter bench scale: one venue × \(subjects) subjects in \(partitions) partitions, on a private three-node NATS cluster per evaluator count (MQTT 3.1.1, JetStream replicated ×3, \(configuration)), \(regions) circles + 10 beacon regions, \(rounds) reports per subject at peak, \(transitionEvery == 1 ? "every report a transition" : "a transition every \(transitionEvery) reports"), evaluators \(counts.map(String.init).joined(separator: ", ")), lease TTL \(BenchPipelineCommand.format(leaseTtl)) s, \(ProcessInfo.processInfo.activeProcessorCount) cores"
         )
         var results: [PartitionedFigures] = []
         var rate = latencyRate
@@ -353,7 +353,7 @@ extension BenchScaleCommand {
         let partitionSettings: JSONObject = [
             "partitions": [
                 "count": .number(Double(partitioning.count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
-                "ttl": .number(leaseTTL),
+                "ttl": .number(leaseTtl),
             ]
         ]
         // Evaluators on the nodes in turn, as a deployment spreads its connections.

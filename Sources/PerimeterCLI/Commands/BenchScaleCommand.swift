@@ -23,8 +23,8 @@ struct BenchScaleCommand: ParsableCommand {
             evaluator from its venues' events), latency (paced at --latency-rate observations/s,
             default half of the one-evaluator peak, for --latency-seconds; p50/p99 from each
             observation's send to its event's arrival; CPU-seconds per 1,000 observations at peak
-            of each evaluator and of the private mosquitto, from /proc/{pid}/stat). Ratios compare E
-            evaluators with one.
+            of each evaluator and of the private mosquitto, from /proc/{pid}/stat). Ratios
+            compare E evaluators with one.
             --transition-every N makes a subject change sides only every N-th report (the
             reports between change nothing, as most fixes in a real venue): observations/s is
             then the figure to read. Run on a release build.
@@ -36,9 +36,9 @@ struct BenchScaleCommand: ParsableCommand {
             --evaluator-counts (default 1,2,4). For each count: start that many `perimeter
             evaluator` processes (on the nodes in turn, partition leases with --lease-ttl), wait
             until every partition is leased to the evaluator the assignment wants and taken
-            over, then 4 s at rest (CPU with no traffic), warm-up, peak and latency as above. Every event is checked against the
-            pure evaluator, deduplicated by id (a handover may send one twice): missing or
-            unexpected events fail the run. Reported per count: observations/s and events/s at
+            over, then 4 s at rest (CPU with no traffic), warm-up, peak and latency as above.
+            Every event is checked against the pure evaluator, deduplicated by id (a handover
+            may send one twice): missing or unexpected events fail the run. Reported per count: observations/s and events/s at
             peak, p50/p99 at the paced rate (the same for every count), and CPU-seconds per
             1,000 observations, read from /proc/{pid}/stat around the peak and the paced phase,
             of each evaluator, of the three nats-server processes together (the cluster's own
@@ -93,7 +93,7 @@ struct BenchScaleCommand: ParsableCommand {
     var natsConfig: String?
 
     @Option(help: "With --partitions: the partition leases' TTL in seconds (margin 1 s).", valueName: "s")
-    var leaseTTL: Double = 6
+    var leaseTtl: Double = 6
 
     var protocolVersion: MQTTConfiguration.ProtocolVersion { `protocol` == "3.1.1" ? .v311 : .v5 }
 
@@ -104,7 +104,7 @@ struct BenchScaleCommand: ParsableCommand {
         }
         for (slot, name) in [
             (_evaluatorCounts.slot, "--evaluator-counts"), (_natsConfig.slot, "--nats-config"),
-            (_leaseTTL.slot, "--lease-ttl"),
+            (_leaseTtl.slot, "--lease-ttl"),
         ] where slot.wasSet {
             throw ValidationError("\(name) applies only with --partitions")
         }
@@ -148,7 +148,7 @@ struct BenchScaleCommand: ParsableCommand {
                 "--transition-every must be positive and divide --rounds (the peak must end on a transition)")
         }
         if let latencyRate, latencyRate <= 0 { throw ValidationError("--latency-rate must be positive") }
-        guard (2...300).contains(leaseTTL) else { throw ValidationError("--lease-ttl must be 2…300 s") }
+        guard (2...300).contains(leaseTtl) else { throw ValidationError("--lease-ttl must be 2…300 s") }
     }
 
     struct Figures {
