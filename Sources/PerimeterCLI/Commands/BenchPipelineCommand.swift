@@ -561,22 +561,25 @@ struct EvaluatorProcess: BenchChild {
     var role: String { "evaluator" }
 
     /// Writes its configuration and starts this executable as `perimeter evaluator`.
+    /// - Parameter venueSettings: more settings of every venue (`partitions`).
     static func start(
         directory: URL, regionsPath: String, port: Int, instance: String = "bench",
         venues: [String] = [BenchPipelineWorkload.venue], protocolVersion: MQTTConfiguration.ProtocolVersion = .v5,
-        evaluatorSettings: JSONObject = [:]
+        evaluatorSettings: JSONObject = [:], venueSettings extra: JSONObject = [:]
     ) throws -> EvaluatorProcess {
         let databasePath = directory.appendingPathComponent("evaluator-\(instance).sqlite").path
         let configPath = directory.appendingPathComponent("evaluator-\(instance).json").path
         let logPath = directory.appendingPathComponent("evaluator-\(instance).log").path
         var venueSettings = JSONObject()
         for venue in venues {
-            venueSettings[venue] = [
+            var settings: JSONObject = [
                 "regions": .string(regionsPath),
                 "beaconExitTimeout": .number(BenchPipelineCommand.beaconExitTimeout),
                 // Synthetic subjects: everyone authorized, one session for all.
                 "privacy": ["open": true],
             ]
+            for (key, value) in extra { settings[key] = value }
+            venueSettings[venue] = .object(settings)
         }
         var evaluator = evaluatorSettings
         let fixed: JSONObject = [
@@ -661,6 +664,9 @@ final class EventSink: Sendable {
     var count: Int { state.withLock { $0.count } }
 
     func arrivals() -> [Arrival] { state.withLock { $0 } }
+
+    /// The arrivals from the `start`-th on (the caller's cursor: fewer copies than ``arrivals()``).
+    func arrivals(from start: Int) -> [Arrival] { state.withLock { start < $0.count ? Array($0[start...]) : [] } }
 
     /// Waits until `total` messages have arrived; returns when the last of them did.
     /// - Throws: when the evaluator ends, or nothing new arrives for `stall` seconds.

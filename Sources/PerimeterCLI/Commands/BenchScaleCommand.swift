@@ -5,10 +5,13 @@ import PerimeterMQTT
 
 /// `perimeter bench scale`: V venues × S subjects served by E evaluator processes (venues
 /// split between them, one evaluator per venue) on one broker tier, on this machine; against
-/// the same venues on one evaluator, in the same run.
+/// the same venues on one evaluator, in the same run. With `--partitions P`, one venue split
+/// into P partitions on 1, 2, 4 … evaluators instead (`BenchScaleCommand+Partitions.swift`).
 struct BenchScaleCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "scale", abstract: "Events/s, per-evaluator load and p99 for V venues on E evaluators vs one.",
+        commandName: "scale",
+        abstract:
+            "Events/s, per-evaluator load and p99 for V venues on E evaluators vs one, or one venue's partitions.",
         discussion: """
             The venues are copies of `bench pipeline`'s synthetic venue (--regions 20 m circles,
             every report crosses a boundary, so every observation makes one enter or exit; the
@@ -19,10 +22,28 @@ struct BenchScaleCommand: ParsableCommand {
             publisher goes; events/s from the first publish to the last event, and per
             evaluator from its venues' events), latency (paced at --latency-rate observations/s,
             default half of the one-evaluator peak, for --latency-seconds; p50/p99 from each
-            observation's send to its event's arrival). Ratios compare E evaluators with one.
+            observation's send to its event's arrival; CPU-seconds per 1,000 observations at peak
+            of each evaluator and of the private mosquitto, from /proc/{pid}/stat). Ratios
+            compare E evaluators with one.
             --transition-every N makes a subject change sides only every N-th report (the
             reports between change nothing, as most fixes in a real venue): observations/s is
             then the figure to read. Run on a release build.
+
+            One venue on several evaluators (--partitions P): the venue (--subjects, each its
+            own agent) is split into P partitions by the NATS subject mapping (docs/scale.md,
+            "One venue on several evaluators"), on a private three-node NATS cluster (nats-server
+            with deploy/nats/node.conf, or --nats-config) started afresh for each count in
+            --evaluator-counts (default 1,2,4). For each count: start that many `perimeter
+            evaluator` processes (on the nodes in turn, partition leases with --lease-ttl), wait
+            until every partition is leased to the evaluator the assignment wants and taken
+            over, then 4 s at rest (CPU with no traffic), warm-up, peak and latency as above.
+            Every event is checked against the pure evaluator, deduplicated by id (a handover
+            may send one twice): missing or unexpected events fail the run. Reported per count: observations/s and events/s at
+            peak, p50/p99 at the paced rate (the same for every count), and CPU-seconds per
+            1,000 observations, read from /proc/{pid}/stat around the peak and the paced phase,
+            of each evaluator, of the three nats-server processes together (the cluster's own
+            cost) and of the bench's publisher and subscriber; then ratios to the first count.
+            --venues, --evaluators, --broker and --protocol do not apply.
             """)
 
     @Option(help: "Venues.", valueName: "n")
@@ -57,9 +78,36 @@ struct BenchScaleCommand: ParsableCommand {
     @Option(help: "MQTT protocol: 5 (default) or 3.1.1 (a NATS cluster's MQTT).", valueName: "version")
     var `protocol`: String = "5"
 
+    @Option(
+        help: "One venue split into P partitions on a private NATS cluster, on each of --evaluator-counts.",
+        valueName: "P")
+    var partitions: Int?
+
+    @Option(help: "With --partitions: the evaluator counts to run, comma-separated.", valueName: "list")
+    var evaluatorCounts: String = "1,2,4"
+
+    @Option(
+        help:
+            "With --partitions: the NATS node configuration (default: deploy/nats/node.conf here or above the executable).",
+        valueName: "file")
+    var natsConfig: String?
+
+    @Option(help: "With --partitions: the partition leases' TTL in seconds (margin 1 s).", valueName: "s")
+    var leaseTtl: Double = 6
+
     var protocolVersion: MQTTConfiguration.ProtocolVersion { `protocol` == "3.1.1" ? .v311 : .v5 }
 
     mutating func validate() throws {
+        if let partitions {
+            try validatePartitioned(partitions)
+            return
+        }
+        for (slot, name) in [
+            (_evaluatorCounts.slot, "--evaluator-counts"), (_natsConfig.slot, "--nats-config"),
+            (_leaseTtl.slot, "--lease-ttl"),
+        ] where slot.wasSet {
+            throw ValidationError("\(name) applies only with --partitions")
+        }
         guard (1...10_000).contains(venues) else { throw ValidationError("--venues must be 1…10,000") }
         guard (1...1_000_000).contains(subjects) else { throw ValidationError("--subjects must be 1…1,000,000") }
         guard (1...64).contains(evaluators), evaluators <= venues else {
@@ -77,6 +125,32 @@ struct BenchScaleCommand: ParsableCommand {
         }
     }
 
+    private func validatePartitioned(_ partitions: Int) throws {
+        guard (1...Partitioning.maxCount).contains(partitions) else {
+            throw ValidationError("--partitions must be 1…\(Partitioning.maxCount)")
+        }
+        for (slot, name) in [
+            (_venues.slot, "--venues"), (_evaluators.slot, "--evaluators"), (_broker.slot, "--broker"),
+            (_protocol.slot, "--protocol"),
+        ] where slot.wasSet {
+            throw ValidationError(
+                "\(name) does not apply with --partitions (one venue on a private NATS cluster, MQTT 3.1.1)")
+        }
+        guard let counts = parsedEvaluatorCounts, counts.allSatisfy({ (1...64).contains($0) && $0 <= partitions })
+        else {
+            throw ValidationError(
+                "--evaluator-counts must be comma-separated counts, each 1…64 and at most --partitions (\(partitions))")
+        }
+        guard (1...1_000_000).contains(subjects) else { throw ValidationError("--subjects must be 1…1,000,000") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be positive") }
+        guard transitionEvery >= 1, rounds % transitionEvery == 0 else {
+            throw ValidationError(
+                "--transition-every must be positive and divide --rounds (the peak must end on a transition)")
+        }
+        if let latencyRate, latencyRate <= 0 { throw ValidationError("--latency-rate must be positive") }
+        guard (2...300).contains(leaseTtl) else { throw ValidationError("--lease-ttl must be 2…300 s") }
+    }
+
     struct Figures {
         var evaluators: Int
         var peakEventRate: Double
@@ -87,9 +161,14 @@ struct BenchScaleCommand: ParsableCommand {
         var p99: Double
         var latencyRate: Double
         var missing: Int
+        /// CPU-seconds per 1,000 observations at peak of each evaluator, and of the private
+        /// mosquitto (nil on --broker: its processes are not ours to read).
+        var evaluatorCost: [Double]
+        var brokerCost: Double?
     }
 
     func run() async throws {
+        if let partitions { return try await runPartitioned(partitions) }
         #if DEBUG
             Output.error("warning: this is a debug build; build with 'swift build -c release' for real figures")
         #endif
@@ -120,8 +199,10 @@ struct BenchScaleCommand: ParsableCommand {
     private func report(_ figures: Figures) {
         let loads = figures.perEvaluator.map { BenchPipelineCommand.rate($0) }.joined(separator: " / ")
         let rss = figures.rssMB.map { String(format: "%.0f", $0) }.joined(separator: " / ")
+        let cost = figures.evaluatorCost.map { String(format: "%.3f", $0) }.joined(separator: " + ")
+        let broker = figures.brokerCost.map { String(format: ", mosquitto %.3f", $0) } ?? ""
         print(
-            "E=\(figures.evaluators): peak \(BenchPipelineCommand.rate(figures.peakEventRate)) events/s from \(BenchPipelineCommand.rate(figures.peakObservationRate)) observations/s (events per evaluator \(loads)); latency at \(BenchPipelineCommand.rate(figures.latencyRate)) obs/s p50 \(BenchPipelineCommand.format(figures.p50)) ms, p99 \(BenchPipelineCommand.format(figures.p99)) ms; RSS \(rss) MB; missing events \(figures.missing)"
+            "E=\(figures.evaluators): peak \(BenchPipelineCommand.rate(figures.peakEventRate)) events/s from \(BenchPipelineCommand.rate(figures.peakObservationRate)) observations/s (events per evaluator \(loads)); latency at \(BenchPipelineCommand.rate(figures.latencyRate)) obs/s p50 \(BenchPipelineCommand.format(figures.p50)) ms, p99 \(BenchPipelineCommand.format(figures.p99)) ms; RSS \(rss) MB; missing events \(figures.missing); CPU-seconds per 1,000 observations at peak: evaluators \(cost)\(broker)"
         )
     }
 
@@ -205,11 +286,19 @@ struct BenchScaleCommand: ParsableCommand {
         // Peak.
         let before = sink.count
         let peakMessages = messages(rounds: 1..<(1 + rounds))
+        func cpu() -> (evaluators: [Double], broker: Double?) {
+            (processes.map { CPUMeter.seconds($0.process.pid) }, privateBroker?.pid.map { CPUMeter.seconds($0) })
+        }
+        let cpuBefore = cpu()
         let peak = try await BenchPipelineCommand.publishAll(
             peakMessages, endpoint: endpoint, qos: .atLeastOnce, clientID: "scale-peak-\(run)",
             protocolVersion: protocolVersion)
         let peakEnd = try await sink.wait(
             for: expected.count, since: peak.started, evaluator: nil, stall: 30, phase: "peak")
+        let cpuAfter = cpu()
+        let perThousand = 1000 / Double(peakMessages.count)
+        let evaluatorCost = zip(cpuAfter.evaluators, cpuBefore.evaluators).map { ($0 - $1) * perThousand }
+        let brokerCost = cpuAfter.broker.flatMap { after in cpuBefore.broker.map { (after - $0) * perThousand } }
         let peakSeconds = BenchPipelineCommand.seconds(peakEnd - peak.started)
         let peakEvents = sink.count - before
         let peakArrivals = sink.arrivals()[before...]
@@ -253,6 +342,7 @@ struct BenchScaleCommand: ParsableCommand {
         return Figures(
             evaluators: count, peakEventRate: Double(peakEvents) / peakSeconds,
             peakObservationRate: Double(peakMessages.count) / peakSeconds, perEvaluator: perEvaluator, rssMB: rss,
-            p50: percentile(50), p99: percentile(99), latencyRate: latencyRate, missing: missing)
+            p50: percentile(50), p99: percentile(99), latencyRate: latencyRate, missing: missing,
+            evaluatorCost: evaluatorCost, brokerCost: brokerCost)
     }
 }
