@@ -71,7 +71,22 @@ public final class Database {
         }
         handle = connection
         sqlite3_extended_result_codes(handle, 1)
-        Self.waitForLocks(handle, up: options.busyTimeout)
+        let milliseconds =
+            options.busyTimeout.components.seconds * 1000
+            + options.busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        // Waits for a lock held by another connection in short steps (50 µs doubling to 1 ms)
+        // rather than SQLite's default of sleeps growing to 25–100 ms: a writer that holds the
+        // lock for a few hundred microseconds must not cost the waiter tens of milliseconds.
+        sqlite3_busy_handler(
+            handle,
+            { context, count in
+                let budget = Int(bitPattern: context) * 1000
+                let attempt = Int(count)
+                let waited = attempt <= 5 ? 50 * ((1 << attempt) - 1) : 1550 + (attempt - 5) * 1000
+                guard waited < budget else { return 0 }
+                usleep(UInt32(min(1000, 50 << min(attempt, 5))))
+                return 1
+            }, UnsafeMutableRawPointer(bitPattern: Int(clamping: milliseconds)))
         if path != ":memory:" && !options.readOnly {
             let mode = try scalar("PRAGMA journal_mode=WAL")?.string
             if mode?.lowercased() != "wal" {
@@ -103,25 +118,6 @@ public final class Database {
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)
-    }
-
-    /// Makes `handle` wait for a lock held by another connection, up to `timeout`, in short steps
-    /// (50 µs doubling to 1 ms) rather than SQLite's default of sleeps growing to 25–100 ms: a
-    /// writer that holds the lock for a few hundred microseconds must not cost the waiter tens
-    /// of milliseconds (nor a checkpoint waiting for readers cost every writer that much).
-    static func waitForLocks(_ handle: OpaquePointer, up timeout: Duration) {
-        let milliseconds =
-            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        sqlite3_busy_handler(
-            handle,
-            { context, count in
-                let budget = Int(bitPattern: context) * 1000
-                let attempt = Int(count)
-                let waited = attempt <= 5 ? 50 * ((1 << attempt) - 1) : 1550 + (attempt - 5) * 1000
-                guard waited < budget else { return 0 }
-                usleep(UInt32(min(1000, 50 << min(attempt, 5))))
-                return 1
-            }, UnsafeMutableRawPointer(bitPattern: Int(clamping: milliseconds)))
     }
 
     private func error(_ rc: Int32, _ function: String, sql: String?) -> StoreError {
