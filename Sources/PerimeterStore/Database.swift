@@ -98,9 +98,6 @@ public final class Database {
         try execute("PRAGMA synchronous=\(options.synchronous.rawValue); PRAGMA foreign_keys=ON")
         if path != ":memory:" && !options.readOnly && options.checkpointInBackground {
             let checkpointer = WALCheckpointer(path: path, pages: options.checkpointPages)
-            // After a RESTART the next commit writes the WAL from its start and cuts the file
-            // back to what one checkpoint interval needs (it grew to the RESTART threshold).
-            try execute("PRAGMA journal_size_limit=\(Int(options.checkpointPages) * 4096)")
             self.checkpointer = checkpointer
             // Replaces SQLite's automatic checkpoint for this connection: after each commit,
             // with the WAL's size in pages.

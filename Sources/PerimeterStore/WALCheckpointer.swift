@@ -31,8 +31,6 @@ public final class WALCheckpointer: Sendable {
     /// WAL pages after a commit that ask for a RESTART checkpoint.
     public let restartPages: Int32
     private let queued = Atomic<Bool>(false)
-    /// The WAL's size when a checkpoint was last asked for.
-    private let requestedAt = Atomic<Int>(0)
     /// The largest WAL size reported since the last checkpoint began.
     private let largest = Atomic<Int>(0)
     /// Checkpoints run, restarts among them, and those that could not open the file or failed.
@@ -49,15 +47,7 @@ public final class WALCheckpointer: Sendable {
     /// Called after a commit with the WAL's size in pages: asks for a checkpoint soon when it
     /// is past the threshold (one already queued covers this request); returns at once.
     public func committed(walPages: Int32) {
-        // One checkpoint per `pages` written (as SQLite's automatic one, which a commit runs
-        // every time past the threshold, but there it leaves the WAL empty for the next).
-        var since = requestedAt.load(ordering: .relaxed)
-        if Int(walPages) < since {
-            since = 0  // the WAL started over
-            requestedAt.store(0, ordering: .relaxed)
-        }
-        guard walPages >= pages, Int(walPages) - since >= Int(pages) else { return }
-        requestedAt.store(Int(walPages), ordering: .relaxed)
+        guard walPages >= pages else { return }
         largest.max(Int(walPages), ordering: .relaxed)
         guard queued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             return
