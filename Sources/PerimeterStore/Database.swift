@@ -24,11 +24,6 @@ public final class Database {
         /// `FULL` also against power loss, at the cost of an fsync per commit.
         public var synchronous: Synchronous = .normal
         public var readOnly = false
-        /// Leave WAL checkpoints to a ``WALCheckpointer`` on a background queue instead of
-        /// making them in this connection's commits (a writable file connection only).
-        public var checkpointInBackground = true
-        /// WAL pages that ask for a checkpoint (SQLite's default; ×8 for a RESTART one).
-        public var checkpointPages: Int32 = 1000
 
         public enum Synchronous: String, Sendable {
             case off = "OFF"
@@ -51,9 +46,6 @@ public final class Database {
     let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
     private var transactionDepth = 0
-    /// Makes this connection's checkpoints (``Options/checkpointInBackground``); kept alive
-    /// as long as the connection, whose WAL hook points at it.
-    public private(set) var checkpointer: WALCheckpointer?
 
     /// Opens (creating if needed) the database at `path`; `":memory:"` for a private in-memory one.
     /// - Throws: ``StoreError`` naming the file when it cannot be opened or configured.
@@ -96,20 +88,6 @@ public final class Database {
             }
         }
         try execute("PRAGMA synchronous=\(options.synchronous.rawValue); PRAGMA foreign_keys=ON")
-        if path != ":memory:" && !options.readOnly && options.checkpointInBackground {
-            let checkpointer = WALCheckpointer(path: path, pages: options.checkpointPages)
-            self.checkpointer = checkpointer
-            // Replaces SQLite's automatic checkpoint for this connection: after each commit,
-            // with the WAL's size in pages.
-            sqlite3_wal_hook(
-                handle,
-                { context, _, _, pages in
-                    if let context {
-                        Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages)
-                    }
-                    return SQLITE_OK
-                }, Unmanaged.passUnretained(checkpointer).toOpaque())
-        }
     }
 
     deinit {
