@@ -49,7 +49,8 @@ let package = Package(
 
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process;
         // it re-exports PerimeterHTTP's server for the services' endpoints.
-        .target(name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP"]),
+        .target(
+            name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP", "PerimeterNet"]),
 
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
         .target(

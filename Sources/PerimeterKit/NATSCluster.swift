@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterCore
+import PerimeterNet
 import Synchronization
 
 #if canImport(Glibc)
@@ -201,39 +202,14 @@ public final class NATSCluster: Sendable {
     /// `GET path` on node `index`'s monitoring port (`/jsz`, `/connz`, `/varz`): the status and
     /// the body. A node that does not answer within 5 s is an error.
     public func monitor(_ index: Int, path: String) throws -> (status: Int, body: String) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure.startFailed("socket(): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(nodes[index].httpPort).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
+        do {
+            let response = try HTTPClient.get(
+                "http://127.0.0.1:\(nodes[index].httpPort)\(path)",
+                options: HTTPClient.Options(connectTimeout: 5, timeout: 5, maxResponseBytes: 16 << 20))
+            return (response.status, String(decoding: response.body, as: UTF8.self))
+        } catch {
+            throw Failure.startFailed("\(nodes[index].name): its monitor port: \(error)")
         }
-        guard connected else { throw Failure.startFailed("\(nodes[index].name): nothing listens on its monitor port") }
-        let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        var sent = 0
-        while sent < request.count {
-            let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { throw Failure.startFailed("\(nodes[index].name): the monitor closed the request") }
-            sent += count
-        }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            if count <= 0 { break }
-            response += buffer[0..<count]
-        }
-        let text = String(decoding: response, as: UTF8.self)
-        let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
-        let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
-        return (status, body)
     }
 
     /// The process id of node `index`, nil when it is not running (killed or stopped).

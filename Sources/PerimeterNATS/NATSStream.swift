@@ -178,13 +178,7 @@ public final class NATSStreamReader: @unchecked Sendable {
 
     /// Deletes the consumer; the reader cannot be used afterwards.
     public func close() {
-        let address = subscription.withLock { value in
-            defer { value = 0 }
-            return value
-        }
-        guard let subscription = OpaquePointer(bitPattern: address) else { return }
-        natsSubscription_Unsubscribe(subscription)
-        natsSubscription_Destroy(subscription)
+        unsubscribeOnce(subscription)
     }
 
     deinit { close() }
@@ -250,14 +244,20 @@ public final class NATSStreamFollower: @unchecked Sendable {
     /// Stops reading (the consumer is deleted); no handler call starts after it returns
     /// except one already running.
     public func stop() {
-        let address = subscription.withLock { value in
-            defer { value = 0 }
-            return value
-        }
-        guard let subscription = OpaquePointer(bitPattern: address) else { return }
-        natsSubscription_Unsubscribe(subscription)
-        natsSubscription_Destroy(subscription)
+        unsubscribeOnce(subscription)
     }
 
     deinit { stop() }
+}
+
+/// Unsubscribes and destroys the subscription whose address `subscription` holds, once: the
+/// address is taken out under the lock, so a second call (or `deinit` after a stop) does nothing.
+private func unsubscribeOnce(_ subscription: borrowing Mutex<Int>) {
+    let address = subscription.withLock { value in
+        defer { value = 0 }
+        return value
+    }
+    guard let subscription = OpaquePointer(bitPattern: address) else { return }
+    natsSubscription_Unsubscribe(subscription)
+    natsSubscription_Destroy(subscription)
 }

@@ -96,6 +96,22 @@ public enum HTTPClient {
     }
 
     /// Options both clients share: verification, timeouts, the stall limit, the proxy.
+    /// `GET url` (plain HTTP or HTTPS), following no redirect: the status and the body, within
+    /// the options' limits. For monitoring endpoints (a NATS node's `/jsz`, say).
+    public static func get(_ url: String, options: Options) throws(CurlError) -> Response {
+        let transfer = try CurlTransfer(
+            context: "GET \(redacted(url))", maxBodyBytes: options.maxResponseBytes,
+            maxHeaderBytes: options.maxHeaderBytes)
+        try transfer.set(CURLOPT_URL, url)
+        try transfer.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        try transfer.set(CURLOPT_FOLLOWLOCATION, 0)
+        try transfer.set(CURLOPT_HTTP09_ALLOWED, 0)
+        try setCommon(transfer, caFile: options.caFile, proxy: options.proxy, options: options)
+        try transfer.perform()
+        return Response(
+            status: transfer.responseCode, headerLines: transfer.collected.headerLines, body: transfer.collected.body)
+    }
+
     static func setCommon(
         _ transfer: CurlTransfer, caFile: String?, proxy: Proxy, options: Options
     ) throws(CurlError) {

@@ -125,16 +125,8 @@ extension BenchScaleCommand {
         let counts = parsedEvaluatorCounts ?? [1]
         let configuration = try Self.nodeConfiguration(natsConfig)
         let partitioning = try Partitioning(count: partitions)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "perimeter-bench-scale-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, workload, regionsPath) = try prepareVenue()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let workload = BenchPipelineWorkload(
-            subjects: subjects, circles: regions, beaconRegions: 10, blePercent: 20, interval: 2,
-            origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)),
-            transitionEvery: transitionEvery)
-        let regionsPath = directory.appendingPathComponent("regions.geojson").path
-        try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         print(
             "perimeter bench scale: one venue × \(subjects) subjects in \(partitions) partitions, on a private three-node NATS cluster per evaluator count (MQTT 3.1.1, JetStream replicated ×3, \(configuration)), \(regions) circles + 10 beacon regions, \(rounds) reports per subject at peak, \(transitionEvery == 1 ? "every report a transition" : "a transition every \(transitionEvery) reports"), evaluators \(counts.map(String.init).joined(separator: ", ")), lease TTL \(BenchPipelineCommand.format(leaseTtl)) s, \(ProcessInfo.processInfo.activeProcessorCount) cores"
         )

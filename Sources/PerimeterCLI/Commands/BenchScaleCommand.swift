@@ -172,16 +172,8 @@ struct BenchScaleCommand: ParsableCommand {
         #if DEBUG
             Output.error("warning: this is a debug build; build with 'swift build -c release' for real figures")
         #endif
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "perimeter-bench-scale-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, workload, regionsPath) = try prepareVenue()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let workload = BenchPipelineWorkload(
-            subjects: subjects, circles: regions, beaconRegions: 10, blePercent: 20, interval: 2,
-            origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)),
-            transitionEvery: transitionEvery)
-        let regionsPath = directory.appendingPathComponent("regions.geojson").path
-        try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
         print(
             "perimeter bench scale: MQTT \(`protocol`), \(venues) venues × \(subjects) subjects (\(venues * subjects) subjects), \(regions) circles + 10 beacon regions per venue, \(rounds) reports per subject at peak, \(transitionEvery == 1 ? "every report a transition" : "a transition every \(transitionEvery) reports"), broker \(broker ?? "private mosquitto per run"), \(ProcessInfo.processInfo.activeProcessorCount) cores"
         )
@@ -207,6 +199,21 @@ struct BenchScaleCommand: ParsableCommand {
     }
 
     /// The venue's name for venue `index`: as long as the workload's, so topics keep their size.
+    /// A temporary directory holding the synthetic venue's regions file, and the workload
+    /// (both modes' venues are copies of it).
+    func prepareVenue() throws -> (directory: URL, workload: BenchPipelineWorkload, regionsPath: String) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "perimeter-bench-scale-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let workload = BenchPipelineWorkload(
+            subjects: subjects, circles: regions, beaconRegions: 10, blePercent: 20, interval: 2,
+            origin: Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down)),
+            transitionEvery: transitionEvery)
+        let regionsPath = directory.appendingPathComponent("regions.geojson").path
+        try workload.regionsGeoJSON.write(toFile: regionsPath, atomically: true, encoding: .utf8)
+        return (directory, workload, regionsPath)
+    }
+
     static func venueName(_ index: Int) -> String { String(format: "v%04d", index) }
 
     private func measure(
