@@ -122,6 +122,13 @@ struct NotifierArrivalsTests {
             try await harness.waitFor("the first notification") {
                 harness.payloads("notifications/app/").count == 1
             }
+            // Delivery is at least once: killed between the broker's acknowledgement and the
+            // commit that marks the row sent, the notifier sends it again (same id). This test is
+            // about the arrivals, so the kill comes after that commit.
+            let recorded = try NotifierStore(path: harness.databasePath, readOnly: true)
+            try await waitUntil("the first notification recorded as delivered") {
+                try recorded.count(.delivered) == 1
+            }
             first.kill(SIGKILL)
             _ = await first.finish()
 
