@@ -138,14 +138,25 @@ enum PartitionedTier {
         }
     }
 
-    /// A region's occupancy as last received: the total and the last part of every partition
-    /// of `partitions` (those received).
+    /// A region's occupancy as a consumer following topics.md's fencing rule sees it: the last
+    /// total and the last part of every partition of `partitions` (those received), where an
+    /// output carrying a lower token than one already seen for its partition is dropped (under
+    /// load a holder past its lease may still land a part after its successor's; the evaluator
+    /// summing the parts drops it too).
     static func occupancy(
         of region: String, in messages: [MQTTMessage], partitions: Range<Int> = partitioning.all
     ) -> (total: Int?, parts: [Int]) {
         var last: [String: Int] = [:]
-        for message in messages where message.topic.hasPrefix("\(Tier.root)/occupancy/\(region)") {
-            last[message.topic] = (try? JSONParser.parse(message.payload))?["count"]?.intValue
+        var fencing = FencingWatch()
+        for message in messages {
+            let json = try? JSONParser.parse(message.payload)
+            if let partition = json?["partition"]?.intValue, let token = json?["token"]?.intValue, token >= 0,
+                !fencing.accept(venue: "test", partition: partition, token: UInt64(token))
+            {
+                continue
+            }
+            guard message.topic.hasPrefix("\(Tier.root)/occupancy/\(region)") else { continue }
+            last[message.topic] = json?["count"]?.intValue
         }
         return (
             last["\(Tier.root)/occupancy/\(region)"],
@@ -442,7 +453,20 @@ struct PartitionedEvaluatorTests {
                 }
             } catch {
                 let (total, parts) = last(inbox.messages)
-                Issue.record("occupancy at the end: total \(total as Any), parts \(parts), expected \(inside)")
+                // Token changes per partition, in arrival order: which outputs the fencing dropped.
+                var changes: [String] = []
+                var lastToken: [Int: Int] = [:]
+                for message in inbox.messages {
+                    guard let json = try? JSONParser.parse(message.payload),
+                        let partition = json["partition"]?.intValue,
+                        let token = json["token"]?.intValue, lastToken[partition] != token
+                    else { continue }
+                    lastToken[partition] = token
+                    changes.append("p\(partition) token \(token) at \(message.topic)")
+                }
+                Issue.record(
+                    "occupancy at the end: total \(total as Any), parts \(parts), expected \(inside); \(changes.joined(separator: "; "))"
+                )
             }
             // The killed one restarts from its snapshot and journal, holds nothing until its
             // leases say so, and gets partitions 0 and 3 back from the live holders (handovers
