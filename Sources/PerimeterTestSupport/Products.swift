@@ -118,7 +118,7 @@ public struct ChildFailure: Error, CustomStringConvertible {
 public func runProduct(
     _ arguments: [String], product: String = "perimeter", stdin: String? = nil, timeout: Duration = .seconds(60)
 ) async throws -> (status: Subprocess.Termination, stdout: String, stderr: String) {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-run-\(UUID().uuidString)")
+    let directory = TestScratch.root.appendingPathComponent("perimeter-run-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let out = directory.appendingPathComponent("out").path

@@ -88,7 +88,7 @@ final class NMEAFeeder: Sendable {
 }
 
 func temporaryDirectory() throws -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-agent-\(UUID().uuidString)")
+    let url = TestScratch.root.appendingPathComponent("perimeter-agent-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
 }

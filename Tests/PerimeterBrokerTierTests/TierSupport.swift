@@ -25,7 +25,7 @@ enum Tier {
 
     /// A fresh temporary directory.
     static func directory(_ name: String) throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let url = TestScratch.root.appendingPathComponent(
             "perimeter-\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         return url

@@ -13,7 +13,7 @@ func perimeter(
 
 /// A file in a fresh temporary directory.
 func temporaryFile(_ name: String, _ contents: String) throws -> String {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
+    let directory = TestScratch.root.appendingPathComponent("perimeter-cli-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let path = directory.appendingPathComponent(name).path
     try contents.write(toFile: path, atomically: true, encoding: .utf8)

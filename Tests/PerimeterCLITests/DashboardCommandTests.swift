@@ -67,7 +67,7 @@ struct DashboardCommandTests {
         ])
     func refusals(arguments: [String], message: String) async throws {
         // A password file of mode 0600, where a case needs one to get further.
-        let passwordFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let passwordFile = TestScratch.root.appendingPathComponent(
             "perimeter-pw-\(UUID().uuidString)"
         ).path
         #expect(

@@ -113,7 +113,7 @@ struct DoctorServicesTests {
     @Test("the dashboard's sign-in and allowed hosts, against a real broker", arguments: logins)
     func dashboard(_ login: Login) async throws {
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-doctor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path
@@ -162,7 +162,7 @@ struct DoctorServicesTests {
         }
         let broker = try await TestBroker.start()
         let port = try MosquittoBroker.freeLoopbackPort()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-doctor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         // -N foreground, -S our own port, a control socket and no device: it answers clients and
@@ -227,7 +227,7 @@ struct DoctorServicesTests {
     @Test("a file with the evaluator's and the dashboard's sections: both are checked, the shared broker once")
     func severalServices() async throws {
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-doctor-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path

@@ -78,7 +78,7 @@ struct MonitoringAssetsTests {
     func namesAreExposed() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.stop() } }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-monitoring-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

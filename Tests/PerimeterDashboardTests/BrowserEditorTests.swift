@@ -40,7 +40,7 @@ struct BrowserEditorTests {
     )
     func drawPublishEnter() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
-        let plans = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID().uuidString)").path
+        let plans = TestScratch.root.appendingPathComponent("plans-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: plans) }
         let harness = try await BrowserHarness.start(dashboard: [("floorPlans", .string(plans))])
         let browser = try DevToolsBrowser(profile: harness.profile)

@@ -24,7 +24,7 @@ struct BrowserHarness {
     /// Starts everything. `dashboard` adds settings to the dashboard's section.
     static func start(dashboard extra: [(String, JSONValue)] = []) async throws -> BrowserHarness {
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-browser-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let passwordPath = directory.appendingPathComponent("dashboard.password").path

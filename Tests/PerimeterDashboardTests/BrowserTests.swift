@@ -19,7 +19,7 @@ enum Chromium {
         guard let executable else {
             throw ChildFailure(message: "chromium is missing: apt-get install chromium (scripts/setup.sh installs it)")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-chromium-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -50,7 +50,7 @@ struct BrowserTests {
     func liveDashboard() async throws {
         #expect(Chromium.executable != nil, "chromium is missing: apt-get install chromium")
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-browser-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let config: JSONValue = [

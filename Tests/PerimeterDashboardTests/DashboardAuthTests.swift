@@ -126,7 +126,7 @@ struct DashboardAuthTests {
 @Suite("Dashboard configuration: where the password may come from")
 struct DashboardPasswordConfigurationTests {
     static func write(_ text: String, mode: Int) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-pw-\(UUID().uuidString)")
+        let path = TestScratch.root.appendingPathComponent("perimeter-pw-\(UUID().uuidString)")
             .path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)

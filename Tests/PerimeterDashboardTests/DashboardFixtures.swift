@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterCore
+import PerimeterTestSupport
 
 /// A small venue: two rooms, a café (a circle) and a beacon region with one placed beacon,
 /// around the Paris sample museum.
@@ -16,7 +17,7 @@ enum DashboardFixtures {
     static var regions: [Region] { RegionParser.parse(text: regionsText).regions }
 
     static func regionsFile() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-dash-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent("regions.geojson").path

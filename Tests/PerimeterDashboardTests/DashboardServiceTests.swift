@@ -179,7 +179,7 @@ struct DashboardServiceTests {
     @Test("A broker that refuses the dashboard's session: a warning, and the dashboard serves on")
     func sessionRefused() async throws {
         // Anonymous clients may read the venue and write nothing (ACL lines before any `user`).
-        let acl = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-acl-\(UUID().uuidString)")
+        let acl = TestScratch.root.appendingPathComponent("perimeter-acl-\(UUID().uuidString)")
             .path
         try "topic read perimeter/v1/#\n".write(toFile: acl, atomically: true, encoding: .utf8)
         let broker = try await TestBroker.start(extraConfiguration: ["acl_file \(acl)"])

@@ -59,7 +59,7 @@ struct FloorPlansTests {
 
     @Test("A plan is kept on disk and read back by a new store; refusals name the problem")
     func persistence() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID().uuidString)").path
+        let directory = TestScratch.root.appendingPathComponent("plans-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let map = VenueMap(title: "test", regions: DashboardFixtures.regions)
         let projection = SVGMapRenderer(width: 960, height: 640, margin: 40).projection(for: map)
@@ -117,7 +117,7 @@ struct FloorPlanRouteTests {
     @Test("Upload a PNG for floor 1: kept in dashboard.floorPlans, in the state with its matrix, served back")
     func upload() async throws {
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("plans-\(UUID().uuidString)").path
+        let directory = TestScratch.root.appendingPathComponent("plans-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let configuration = DashboardConfiguration(
             broker: BrokerSettings(port: broker.port, clientID: "dashboard-plans"), venue: "test",

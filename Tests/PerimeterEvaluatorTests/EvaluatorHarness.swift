@@ -29,7 +29,7 @@ final class EvaluatorHarness: Sendable {
         adapters: Bool = false, brokerConfiguration: [String] = []
     ) async throws {
         broker = try await TestBroker.start(extraConfiguration: brokerConfiguration)
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("perimeter-eval-\(UUID().uuidString)")
+        directory = TestScratch.root.appendingPathComponent("perimeter-eval-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let regionsPath = directory.appendingPathComponent("regions.geojson").path
         try regions.serialized().write(toFile: regionsPath, atomically: true, encoding: .utf8)

@@ -1,5 +1,6 @@
 import Foundation
 import PerimeterEvaluator
+import PerimeterTestSupport
 import Testing
 
 /// The evaluator's SQLite file on its own: snapshots written by two connections (the processing
@@ -8,7 +9,7 @@ import Testing
 struct EvaluatorStoreTests {
     @Test("a snapshot older than the stored one is not written, and the journal it covers stays dropped")
     func olderSnapshotRefused() throws {
-        let directory = FileManager.default.temporaryDirectory
+        let directory = TestScratch.root
             .appendingPathComponent("perimeter-store-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

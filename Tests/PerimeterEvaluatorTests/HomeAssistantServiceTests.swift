@@ -96,7 +96,7 @@ struct HomeAssistantServiceTests {
 
     @Test("erasure deletes the stored tracker configs that name the subject in Home Assistant's encoding")
     func erasureDeletesTrackerRows() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ha-erase-\(UUID().uuidString).sqlite")
+        let path = TestScratch.root.appendingPathComponent("ha-erase-\(UUID().uuidString).sqlite")
         defer { try? FileManager.default.removeItem(at: path) }
         let store = try EvaluatorStore(path: path.path)
         let discovery = HomeAssistantDiscovery(settings: HomeAssistantSettings(), venue: "museum")
@@ -211,7 +211,7 @@ struct HomeAssistantServiceTests {
     @Test("a standby that takes over republishes the configs with its own status as their availability")
     func takeoverMovesAvailability() async throws {
         let broker = try await TestBroker.start()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-ha-takeover-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let regions = directory.appendingPathComponent("regions.geojson").path

@@ -27,7 +27,7 @@ struct ShardingTests {
 
         init() async throws {
             broker = try await TestBroker.start()
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            directory = TestScratch.root.appendingPathComponent(
                 "perimeter-shard-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try ShardingTests.hall.write(

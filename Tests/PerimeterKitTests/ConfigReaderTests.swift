@@ -7,7 +7,7 @@ import Testing
 @Suite("Configuration: file, environment, flags")
 struct ConfigReaderTests {
     func file(_ json: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let path = TestScratch.root.appendingPathComponent(
             "perimeter-config-\(UUID().uuidString).json"
         ).path
         try json.write(toFile: path, atomically: true, encoding: .utf8)

@@ -54,7 +54,7 @@ final class ProductionBroker: Sendable {
             throw Failure("\(tool) is not installed; run scripts/setup.sh (apt-get install -y openssl mosquitto)")
         }
         let mosquitto = try MosquittoBroker.locate()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-secure-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let certs = directory.appendingPathComponent("certs").path

@@ -338,7 +338,7 @@ struct MQTTClientTests {
 struct MQTTTLSTests {
     /// A CA, a server certificate for 127.0.0.1 and a client certificate, in a fresh directory.
     static func makeCertificates() async throws -> URL {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let directory = TestScratch.root.appendingPathComponent(
             "perimeter-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try "subjectAltName=IP:127.0.0.1\n".write(

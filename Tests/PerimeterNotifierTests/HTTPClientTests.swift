@@ -132,7 +132,7 @@ struct HTTPClientTests {
 
     @Test("https: verified against the configured CA; an unknown CA or a name not in the certificate is refused")
     func certificateVerified() async throws {
-        let certs = FileManager.default.temporaryDirectory.appendingPathComponent(
+        let certs = TestScratch.root.appendingPathComponent(
             "perimeter-certs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: certs) }
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -25,7 +25,7 @@ final class NotifierHarness: Sendable {
 
     init() async throws {
         broker = try await TestBroker.start()
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        directory = TestScratch.root.appendingPathComponent(
             "perimeter-notify-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         configPath = directory.appendingPathComponent("notifier.json").path

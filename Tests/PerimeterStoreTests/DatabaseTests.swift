@@ -5,7 +5,7 @@ import Testing
 
 /// A fresh directory for one test's database files.
 func temporaryDatabasePath(_ name: String = "test.sqlite") throws -> String {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+    let directory = TestScratch.root.appendingPathComponent(
         "perimeter-store-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     return directory.appendingPathComponent(name).path
