@@ -6,6 +6,6 @@ struct BenchCommand: ParsableCommand {
         subcommands: [
             BenchMQTTCommand.self, BenchGeoCommand.self, BenchBeaconsCommand.self, BenchPipelineCommand.self,
             BenchNotifierCommand.self, BenchScaleCommand.self, BenchNullEvaluatorCommand.self,
-            BenchDashboardCommand.self, BenchRestartCommand.self,
+            BenchDashboardCommand.self, BenchRestartCommand.self, BenchIdleCommand.self,
         ])
 }
