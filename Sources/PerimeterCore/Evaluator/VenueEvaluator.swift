@@ -55,8 +55,8 @@ public struct VenueEvaluator: Sendable {
     private var places: [String: PlaceAnswer] = [:]
     private var preferences: [String: SubjectPreferences] = [:]
     /// Which agents observe each subject, and the reverse.
-    private var observers: [String: IDSet] = [:]
-    private var observed: [String: IDSet] = [:]
+    private var observers = SubjectTable<IDSet>()
+    private var observed = SubjectTable<IDSet>()
     /// Agents whose status (or last will) says offline, since when.
     private var offline: [String: Date] = [:]
     /// Subjects a gateway located (a room place), and when they were last heard.
@@ -68,8 +68,8 @@ public struct VenueEvaluator: Sendable {
     /// The privacy gate between the engines and every output about a subject.
     public private(set) var privacy: PrivacyGate
     /// The privacy topics' latest records, as received.
-    public private(set) var authorization: [String: JSONText] = [:]
-    public private(set) var usage: [String: JSONText] = [:]
+    public private(set) var authorization = SubjectTable<JSONText>()
+    public private(set) var usage = SubjectTable<JSONText>()
     public private(set) var sessions: [String: JSONValue] = [:]
     /// Subjects with a Home Assistant `device_tracker` config out (VenueEvaluator+HomeAssistant).
     var homeAssistantTrackers: Set<String> = []
@@ -94,11 +94,11 @@ public struct VenueEvaluator: Sendable {
         var gpsPlaces: [String: IDSet]
         var places: [String: PlaceAnswer]
         var preferences: [String: SubjectPreferences]
-        var observers: [String: IDSet]
-        var observed: [String: IDSet]
+        var observers: SubjectTable<IDSet>
+        var observed: SubjectTable<IDSet>
         var offline: [String: Date]
-        var authorization: [String: JSONText]
-        var usage: [String: JSONText]
+        var authorization: SubjectTable<JSONText>
+        var usage: SubjectTable<JSONText>
         var sessions: [String: JSONValue]
         var privacy: PrivacyGate.State
         /// Absent from snapshots written before Home Assistant discovery.

@@ -58,7 +58,7 @@ public struct GeofenceParameters: Sendable, Hashable {
 public struct GeofenceEngine: Sendable {
     public let parameters: GeofenceParameters
     public private(set) var index: GeofenceIndex
-    private var subjects: [String: Track] = [:]
+    private var subjects = SubjectTable<Track>()
     /// Sequence numbers of removed regions' memberships, by region then subject, so that a
     /// region removed and added again never reuses an event id.
     private var retired: [String: [String: Int]] = [:]
@@ -97,7 +97,7 @@ public struct GeofenceEngine: Sendable {
     /// of removed regions. Restoring it into an engine built on the same regions continues
     /// exactly where this one stands.
     public struct Snapshot: Sendable, Codable {
-        var subjects: [String: Track]
+        var subjects: SubjectTable<Track>
         var retired: [String: [String: Int]]
         /// Absent from snapshots written before erasure epochs.
         var erasures: Int? = nil

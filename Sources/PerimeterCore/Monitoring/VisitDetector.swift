@@ -106,7 +106,7 @@ public struct VisitEvent: Sendable, Hashable, Codable {
 public struct VisitDetector: Sendable {
     public let venue: String
     public let parameters: VisitParameters
-    private var tracks: [String: Track] = [:]
+    private var tracks = SubjectTable<Track>()
     /// Subjects with an excursion under way (the only ones the clock can end a visit of).
     private var away: Set<String> = []
 
@@ -215,7 +215,7 @@ public struct VisitDetector: Sendable {
 
     /// What the detector remembers (snapshotted with the evaluator).
     public struct State: Sendable, Codable, Hashable {
-        var tracks: [String: Track]
+        var tracks: SubjectTable<Track>
     }
 
     public init(venue: String, parameters: VisitParameters = VisitParameters()) {
@@ -226,7 +226,7 @@ public struct VisitDetector: Sendable {
     public init(venue: String, parameters: VisitParameters, restoring state: State) {
         self.init(venue: venue, parameters: parameters)
         tracks = state.tracks
-        away = Set(state.tracks.filter { $0.value.outsideSince != nil }.keys)
+        away = Set(state.tracks.lazy.filter { $0.value.outsideSince != nil }.map(\.key))
     }
 
     public var snapshot: State { State(tracks: tracks) }

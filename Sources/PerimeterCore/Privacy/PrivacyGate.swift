@@ -49,15 +49,15 @@ public struct PrivacyGate: Sendable {
 
     /// Everything the gate remembers (snapshotted with the evaluator).
     public struct State: Sendable, Codable {
-        var records: [String: AuthorizationRecord] = [:]
-        var usage: [String: [UsageMark]] = [:]
+        var records = SubjectTable<AuthorizationRecord>()
+        var usage = SubjectTable<UsageMarks>()
         var sessions: [String: ServiceSession] = [:]
         var held: [String: [RegionEvent]] = [:]
         var prompted: Set<String> = []
         /// Allow-once subjects that have been in use since their grant.
         var usedSinceGrant: Set<String> = []
         /// Per subject, the diagnostics last published (their fingerprint: only change matters).
-        var diagnostics: [String: Fingerprint] = [:]
+        var diagnostics = SubjectTable<Fingerprint>()
         var counters: [String: Int] = [:]
         /// The latest time the gate has seen, for "now" questions outside ticks.
         var now: Date = .distantPast
@@ -361,13 +361,13 @@ public struct PrivacyGate: Sendable {
     /// `subjects/{s}/usage`: `{inUse, background}`.
     public mutating func apply(usage inUse: Bool, background: Bool, subject: String, at t: Date) -> [PrivacyOutput] {
         state.now = max(state.now, t)
-        var marks = state.usage[subject] ?? []
+        var marks = state.usage[subject]?.array ?? []
         marks.append(UsageMark(t: t, inUse: inUse, background: background))
         marks.sort { $0.t < $1.t }
         // Keep what in-use questions about held events can still ask.
         let horizon = t.addingTimeInterval(-(settings.heldMaxAge + settings.inUseGrace))
         if let keepFrom = marks.lastIndex(where: { $0.t < horizon }), keepFrom > 0 { marks.removeFirst(keepFrom) }
-        state.usage[subject] = marks
+        state.usage[subject] = UsageMarks(marks)
         if (inUse || background) && state.records[subject]?.temporary == true { state.usedSinceGrant.insert(subject) }
         return promptIfDue(subject, at: t) + resynchronize(subject, at: t) + refreshDiagnostics(subject, at: t)
     }

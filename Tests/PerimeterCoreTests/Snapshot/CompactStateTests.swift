@@ -3,7 +3,8 @@ import Testing
 
 @testable import PerimeterCore
 
-/// The compact forms of per-subject state (``IDSet``, ``JSONText``, ``OutOfLine``): the same
+/// The compact forms of per-subject state (``IDSet``, ``JSONText``, ``OutOfLine``, ``SubjectTable``,
+/// ``PrivacyGate/UsageMarks``): the same
 /// semantics as what they replace, and the same stored forms, so snapshots read either way.
 @Suite("Compact per-subject state")
 struct CompactStateTests {
@@ -182,4 +183,120 @@ struct CompactStateTests {
             try JSONDecoder().decode(SmallMap<Int>.self, from: JSONEncoder().encode(dictionary)).dictionary
                 == dictionary)
     }
+
+    @Test(
+        "SubjectTable answers as [String: Int] through random sets, removals, defaults and growth",
+        arguments: [(seed: 1, keys: 5), (seed: 2, keys: 60), (seed: 3, keys: 700), (seed: 4, keys: 3_000)]
+            as [(UInt64, Int)])
+    func subjectTableAgainstDictionary(seed: UInt64, keys: Int) {
+        var random = SplitMix64(seed: seed)
+        var table = SubjectTable<Int>()
+        var reference: [String: Int] = [:]
+        var largest = 0
+        for step in 0..<8_000 {
+            let key = "s\(Int.random(in: 0..<keys, using: &random))"
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0:
+                #expect(table.removeValue(forKey: key) == reference.removeValue(forKey: key), "step \(step)")
+            case 1:
+                table[key] = nil
+                reference[key] = nil
+            case 2:
+                table[key, default: -1] += 1
+                reference[key, default: -1] += 1
+            default:
+                table[key] = step
+                reference[key] = step
+            }
+            largest = max(largest, reference.count)
+            #expect(table.count == reference.count && table[key] == reference[key], "step \(step)")
+        }
+        // Every key still reachable after the removals' backward shifts, none left over.
+        for index in 0..<keys { #expect(table["s\(index)"] == reference["s\(index)"], "s\(index)") }
+        #expect(table.dictionary == reference)
+        #expect(Set(table.keys) == Set(reference.keys) && table.keys.count == table.count)
+        #expect(Dictionary(uniqueKeysWithValues: table.map { ($0.key, $0.value) }) == reference)
+        #expect(keys < 100 || largest > 64, "the run grew the table past a few rehashes")
+    }
+
+    @Test("SubjectTable: equal contents are equal and hash alike whatever the order they came in")
+    func subjectTableEquality() {
+        let entries = (0..<50).map { ("s\($0)", $0) }
+        var forward = SubjectTable<Int>()
+        for (key, value) in entries { forward[key] = value }
+        var backward = SubjectTable<Int>()
+        for (key, value) in entries.reversed() { backward[key] = value }
+        backward["extra"] = 1
+        backward["extra"] = nil
+        #expect(forward == backward)
+        #expect(forward.hashValue == backward.hashValue)
+        backward["s7"] = 8
+        #expect(forward != backward)
+    }
+
+    @Test("SubjectTable's stored forms are [String: V]'s, both ways", arguments: [0, 1, 3, 200])
+    func subjectTableStoredForms(count: Int) throws {
+        let dictionary = Dictionary(uniqueKeysWithValues: (0..<count).map { ("k\($0)", $0) })
+        let table = SubjectTable(dictionary)
+        let fromTable = try BinarySnapshotEncoder().encode(table, version: 2)
+        let fromDictionary = try BinarySnapshotEncoder().encode(dictionary, version: 2)
+        #expect(
+            try BinarySnapshotDecoder().decode([String: Int].self, from: fromTable, source: "test", versions: 2...2)
+                .value == dictionary)
+        #expect(
+            try BinarySnapshotDecoder().decode(
+                SubjectTable<Int>.self, from: fromDictionary, source: "test", versions: 2...2
+            ).value == table)
+        let json = try JSONEncoder().encode(table)
+        #expect(try JSONDecoder().decode([String: Int].self, from: json) == dictionary)
+        #expect(try JSONDecoder().decode(SubjectTable<Int>.self, from: JSONEncoder().encode(dictionary)) == table)
+    }
+
+    @Test("a repeated key in a stored table is refused, not silently merged")
+    func subjectTableRepeats() throws {
+        let pairs: [(key: String, value: Int)] = [("a", 1), ("a", 2)]
+        let encoder = BinarySnapshotEncoder()
+        let bytes = try encoder.encode(PairsForTest(pairs: pairs), version: 2)
+        #expect(throws: (any Error).self) {
+            try BinarySnapshotDecoder().decode(SubjectTable<Int>.self, from: bytes, source: "test", versions: 2...2)
+                .value
+        }
+    }
+
+    @Test(
+        "usage marks kept inline for one are [UsageMark]'s in every stored form",
+        arguments: [0, 1, 2, 5])
+    func usageMarks(count: Int) throws {
+        let marks = (0..<count).map {
+            PrivacyGate.UsageMark(t: Date(timeIntervalSince1970: Double($0)), inUse: $0 % 2 == 0, background: false)
+        }
+        let compact = PrivacyGate.UsageMarks(marks)
+        #expect(compact.count == count && compact.array.map(\.t) == marks.map(\.t))
+        #expect(compact.last?.t == marks.last?.t && compact.lastIndex { $0.inUse } == marks.lastIndex { $0.inUse })
+        for version: UInt32 in [1, 2] {
+            let fromArray = try BinarySnapshotEncoder().encode(marks, version: version)
+            let read = try BinarySnapshotDecoder().decode(
+                PrivacyGate.UsageMarks.self, from: fromArray, source: "test", versions: version...version
+            ).value
+            #expect(read.map(\.t) == marks.map(\.t) && read.map(\.inUse) == marks.map(\.inUse), "version \(version)")
+            let fromCompact = try BinarySnapshotEncoder().encode(compact, version: version)
+            #expect(fromCompact == fromArray, "version \(version): the same bytes as the array's")
+        }
+        let sorted = JSONEncoder()
+        sorted.outputFormatting = .sortedKeys
+        let json = try sorted.encode(compact)
+        #expect(json == (try sorted.encode(marks)))
+        #expect(try JSONDecoder().decode(PrivacyGate.UsageMarks.self, from: json).map(\.t) == marks.map(\.t))
+    }
+}
+
+/// A dictionary's binary form with a repeated key (no `Dictionary` can hold one).
+private struct PairsForTest: Encodable, BinaryCodableCollection {
+    let pairs: [(key: String, value: Int)]
+
+    func encode(to encoder: any Encoder) throws {}
+
+    func encodeBinary(into encoder: BinaryEncoding) throws { try encoder.writePairs(pairs, count: pairs.count) }
+
+    static func decodeBinary(from decoder: BinaryDecoding) throws -> Self { Self(pairs: []) }
 }
