@@ -151,6 +151,24 @@ struct NotifierRuleTests {
         #expect(rendered.key == "e1:pickup")
     }
 
+    @Test(
+        "the record written straight out is the record serialized, byte for byte: title or none, held or not, text to escape",
+        arguments: [(false, false), (true, false), (false, true), (true, true)])
+    func serializedRecord(titled: Bool, held: Bool) throws {
+        let rule = try Self.rule(Self.pickup)
+        let event = NotifiedEvent(
+            id: "e\"1", kind: .exit, venue: "campus", region: "cafe\\1", subject: "s\n1", t: Self.t, held: held)
+        var notification = NotificationRenderer().render(
+            rule, event: event, channel: "app", recipientLocale: "de_DE", venue: Self.usCafe,
+            regionName: "Café \"Süd\"\t")
+        notification.title = titled ? "Fertig\u{1}" : nil
+        #expect(notification.serializedRecord == notification.record.serialized())
+        let parsed = try JSONParser.parse(notification.serializedRecord)
+        #expect(parsed == notification.record)
+        #expect(parsed["held"]?.boolValue == (held ? true : nil))
+        #expect(parsed["title"]?.stringValue == (titled ? "Fertig\u{1}" : nil))
+    }
+
     @Test("yen at a Tokyo café has no decimals, in the café's time zone")
     func yen() throws {
         var json = Self.pickup.replacingOccurrences(of: "12.5", with: "1250")
