@@ -3,9 +3,10 @@ import PerimeterMQTT
 import Synchronization
 
 /// Journals inbound messages on the MQTT client's network thread as they arrive, through a
-/// database connection of the journal's own: libmosquitto has acknowledged a QoS 1 message by
-/// the time its callback runs, so this write is what makes the message survive `kill -9`.
-/// The services (evaluator, notifier) pass their store's append as `write`.
+/// database connection of the journal's own (the evaluator's), or one the processor uses only
+/// within ``withProcessorTurn(_:)`` (the notifier's): libmosquitto has acknowledged a QoS 1
+/// message by the time its callback runs, so this write is what makes the message survive
+/// `kill -9`. The services (evaluator, notifier) pass their store's append as `write`.
 ///
 /// The journal and the service's processing write the same SQLite file. Left to SQLite's busy
 /// handler, the network thread (one short insert after another, the lock free for only a few

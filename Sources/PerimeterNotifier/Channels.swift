@@ -55,18 +55,23 @@ struct ChannelSender: Sendable {
 
     /// Waits for the acknowledgements of ``queue(_:)``'s receipts: delivered on PUBACK; failed
     /// for good when the broker refused it (its ACL; MQTT 5 reason ≥ 0x80); retried otherwise.
+    /// Returns the outcomes in the receipts' order.
+    ///
+    /// Waits for the last receipt first: the broker acknowledges a connection's publishes in the
+    /// order they were sent, so by then the others are in and taking them costs no wait. In
+    /// send order, the task slept and was woken once per acknowledgement (a hundred times a
+    /// batch, each a thread hand-over).
     func outcomes(of receipts: [Result<MQTTClient.Receipt, any Error>]) async -> [DeliveryOutcome] {
-        var outcomes: [DeliveryOutcome] = []
-        outcomes.reserveCapacity(receipts.count)
-        for receipt in receipts {
+        var outcomes = [DeliveryOutcome](repeating: .retry("not acknowledged", after: nil), count: receipts.count)
+        for (index, receipt) in receipts.enumerated().reversed() {
             do {
                 if let refusal = try await client.acknowledgements(receipt.get()).first ?? nil {
-                    outcomes.append(.failed("the broker refused it: \(refusal)"))
+                    outcomes[index] = .failed("the broker refused it: \(refusal)")
                 } else {
-                    outcomes.append(.delivered)
+                    outcomes[index] = .delivered
                 }
             } catch {
-                outcomes.append(.retry("\(error)", after: nil))
+                outcomes[index] = .retry("\(error)", after: nil)
             }
         }
         return outcomes

@@ -46,8 +46,14 @@ final class NotifierRuntime {
     let store: NotifierStore
     let metrics = Metrics()
     private let renderer = NotificationRenderer()
-    private var fileRules: [String: [NotificationRule]] = [:]
-    private var topicRules: [String: [String: NotificationRule]] = [:]
+    private var fileRules: [String: [NotificationRule]] = [:] {
+        didSet { venueRules = [:] }
+    }
+    private var topicRules: [String: [String: NotificationRule]] = [:] {
+        didSet { venueRules = [:] }
+    }
+    /// Each venue's rules in the order they are tried (``rules(of:)``), until either list changes.
+    private var venueRules: [String: [NotificationRule]] = [:]
     private var regionNames: [String: [String: String]] = [:]
     private let venues: [String: NotifierConfiguration.Venue]
     private let doorbell = Doorbell()
@@ -133,17 +139,18 @@ final class NotifierRuntime {
     }
 
     func run() async throws {
-        let arrivalsPath = NotifierArrivals.path(for: configuration.databasePath)
-        // Two connections to the arrivals: the network thread's and the processing loop's.
-        let journalStore = try NotifierArrivals(path: arrivalsPath)
-        let arrivals = try NotifierArrivals(path: arrivalsPath)
+        // One connection to the arrivals, held exclusively while the notifier runs: the network
+        // thread journals through it, the processing loop reads and removes batches through it,
+        // in turns (``ArrivalJournal/withProcessorTurn(_:)``), never at the same time.
+        let arrivals = try NotifierArrivals(
+            path: NotifierArrivals.path(for: configuration.databasePath), exclusive: true)
         try moveEarlierInbox(to: arrivals)
         let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let wakes = Wakes<Reload>()
         let journal = ArrivalJournal(logger: logger) {
-            try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+            try arrivals.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
             wakes.work()
         }
         var mqtt = configuration.broker.mqttConfiguration(
@@ -235,12 +242,12 @@ final class NotifierRuntime {
     let turns = WriteTurns()
 
     /// Processes every journalled message, oldest first, one transaction per batch in its turn
-    /// with the deliverer, then removes the batch from the arrivals (in its turn with the
-    /// journal). A crash in between processes the batch again, which changes nothing
-    /// (``NotifierStore``).
+    /// with the deliverer, then removes the batch from the arrivals. Reading and removing the
+    /// batch take their turns with the journal (the two share the arrivals' one connection). A
+    /// crash in between processes the batch again, which changes nothing (``NotifierStore``).
     private func drain(_ client: MQTTClient, from arrivals: NotifierArrivals, journal: ArrivalJournal) async throws {
         while true {
-            let rows = try arrivals.inbox(limit: Self.drainBatch)
+            let rows = try journal.withProcessorTurn { try arrivals.inbox(limit: Self.drainBatch) }
             guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
             var deadletters: [(String, JSONValue)] = []
             var enqueued = 0
@@ -370,13 +377,23 @@ final class NotifierRuntime {
         logger.info("rule set", metadata: ["venue": .string(venue), "rule": .string(id)])
     }
 
+    /// A venue's rules in the order they are tried: the rules file's, then the live ones by id
+    /// (a live rule with a file rule's id is shadowed). Worked out once per change of either, not
+    /// per event.
+    private func rules(of venue: String) -> [NotificationRule] {
+        if let rules = venueRules[venue] { return rules }
+        let fromFile = fileRules[venue] ?? []
+        let fileIDs = Set(fromFile.map(\.id))
+        let rules =
+            fromFile + (topicRules[venue] ?? [:]).values.filter { !fileIDs.contains($0.id) }.sorted { $0.id < $1.id }
+        venueRules[venue] = rules
+        return rules
+    }
+
     /// Every rule the event fires, each once per event: outbox rows and rule state together.
     private func fire(_ event: NotifiedEvent) throws -> Int {
         guard let venue = venues[event.venue] else { return 0 }
-        let fromFile = fileRules[venue.id] ?? []
-        let fileIDs = Set(fromFile.map(\.id))
-        let rules =
-            fromFile + (topicRules[venue.id] ?? [:]).values.filter { !fileIDs.contains($0.id) }.sorted { $0.id < $1.id }
+        let rules = self.rules(of: venue.id)
         var queued = 0
         let now = clock.now
         for rule in rules where rule.matches(event) {

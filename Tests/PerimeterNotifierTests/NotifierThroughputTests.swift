@@ -138,8 +138,10 @@ struct NotifierArrivalsTests {
                 "id": "once", "event": "enter", "venue": .string(NotifierHarness.venue), "region": "lobby",
                 "subject": "ann", "t": .string(Timestamp.format(t0)), "seq": 1, "source": "gps",
             ]
-            let arrivals = try NotifierArrivals(path: NotifierArrivals.path(for: harness.databasePath))
-            try arrivals.journal(topic: topic, payload: Array(again.serialized().utf8), received: Date())
+            // Written, and the connection closed, before the notifier starts: it holds the file
+            // exclusively while it runs.
+            try NotifierArrivals(path: NotifierArrivals.path(for: harness.databasePath)).journal(
+                topic: topic, payload: Array(again.serialized().utf8), received: Date())
             // What an earlier release journalled in the main file and did not process.
             let earlier: JSONValue = [
                 "id": "earlier", "event": "enter", "venue": .string(NotifierHarness.venue), "region": "cafe",
@@ -150,7 +152,7 @@ struct NotifierArrivalsTests {
                 "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", "\(harness.root)/enter/cafe/bob",
                 Array(earlier.serialized().utf8), Date().timeIntervalSince1970)
 
-            try await harness.startNotifier()
+            let second = try await harness.startNotifier()
             try await harness.waitFor("the earlier release's message notified") {
                 harness.payloads("notifications/app/").contains { $0["region"]?.stringValue == "cafe" }
             }
@@ -159,8 +161,12 @@ struct NotifierArrivalsTests {
             #expect(regions.sorted() == ["cafe", "lobby"], "once each: \(regions)")
             #expect(try harness.outboxCount(rule: "m") == 2)
             #expect(try store.inbox(limit: 10).isEmpty, "nothing left in the main file's inbox")
-            #expect(try arrivals.count() == 0, "nothing left in the arrivals")
             #expect(harness.notifierOutput.contains("moved unprocessed messages to the arrivals file"))
+            // The running notifier holds the arrivals file: read once it has stopped.
+            second.kill(SIGTERM)
+            _ = await second.finish()
+            let arrivals = try NotifierArrivals(path: NotifierArrivals.path(for: harness.databasePath))
+            #expect(try arrivals.count() == 0, "nothing left in the arrivals")
         } catch {
             await harness.stop()
             throw error

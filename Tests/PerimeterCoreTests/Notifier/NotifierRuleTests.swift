@@ -151,6 +151,69 @@ struct NotifierRuleTests {
         #expect(rendered.key == "e1:pickup")
     }
 
+    @Test(
+        "the record written straight out is the record serialized, byte for byte: title or none, held or not, text to escape",
+        arguments: [(false, false), (true, false), (false, true), (true, true)])
+    func serializedRecord(titled: Bool, held: Bool) throws {
+        let rule = try Self.rule(Self.pickup)
+        let event = NotifiedEvent(
+            id: "e\"1", kind: .exit, venue: "campus", region: "cafe\\1", subject: "s\n1", t: Self.t, held: held)
+        var notification = NotificationRenderer().render(
+            rule, event: event, channel: "app", recipientLocale: "de_DE", venue: Self.usCafe,
+            regionName: "Café \"Süd\"\t")
+        notification.title = titled ? "Fertig\u{1}" : nil
+        #expect(notification.serializedRecord == notification.record.serialized())
+        let parsed = try JSONParser.parse(notification.serializedRecord)
+        #expect(parsed == notification.record)
+        #expect(parsed["held"]?.boolValue == (held ? true : nil))
+        #expect(parsed["title"]?.stringValue == (titled ? "Fertig\u{1}" : nil))
+    }
+
+    /// The renderer keeps each formatter's last text (a time without seconds by the minute, a
+    /// number by its value): reused over events and rules it must say what a fresh one says.
+    @Test("a renderer reused over many events and rules says what a fresh one says")
+    func reusedRenderer() throws {
+        func rule(_ id: String, price: Double) throws -> NotificationRule {
+            try Self.rule(
+                #"{"id":"\#(id)","on":"enter","regions":"*","channels":["app"],"fields":{"price":\#(price)},"body":"{time} {time:medium} {date} {datetime} {price:currency} {price}"}"#
+            )
+        }
+        let rules = [try rule("a", price: 12.5), try rule("b", price: 13), try rule("c", price: -0.0)]
+        let renderer = NotificationRenderer()
+        // Seconds apart, across minutes, backwards, and into summer time (Chicago, June).
+        let offsets: [Double] = [0, 1, 30, 59, 60, 61, 59, 3_600, -1, -61, 86_400 * 200, 86_400 * 200 + 1]
+        var texts = Set<String>()
+        for (index, offset) in offsets.enumerated() {
+            let event = NotifiedEvent(
+                id: "e\(index)", kind: .enter, venue: "campus", region: "r", subject: "s",
+                t: Self.t.addingTimeInterval(offset))
+            for rule in index.isMultiple(of: 2) ? rules : rules.reversed() {
+                for locale in ["en_US", "de_DE"] {
+                    let reused = renderer.render(
+                        rule, event: event, channel: "app", recipientLocale: locale, venue: Self.usCafe, regionName: nil
+                    )
+                    let fresh = NotificationRenderer().render(
+                        rule, event: event, channel: "app", recipientLocale: locale, venue: Self.usCafe, regionName: nil
+                    )
+                    #expect(reused.body == fresh.body, "\(offset) s, rule \(rule.id), \(locale)")
+                    texts.insert(reused.body)
+                }
+            }
+        }
+        let at = { (offset: Double) in
+            renderer.render(
+                rules[0],
+                event: NotifiedEvent(
+                    id: "x", kind: .enter, venue: "campus", region: "r", subject: "s",
+                    t: Self.t.addingTimeInterval(offset)),
+                channel: "app", recipientLocale: "en_US", venue: Self.usCafe, regionName: nil
+            ).body
+        }
+        #expect(at(59).hasPrefix("9:41\u{202F}AM 9:41:59"), "\(at(59))")
+        #expect(at(60).hasPrefix("9:42\u{202F}AM 9:42:00"), "\(at(60))")
+        #expect(texts.count == offsets.count * 2 * 3 - 6, "the same minute and second twice (59 s) is the only repeat")
+    }
+
     @Test("yen at a Tokyo café has no decimals, in the café's time zone")
     func yen() throws {
         var json = Self.pickup.replacingOccurrences(of: "12.5", with: "1250")
