@@ -496,7 +496,7 @@ final class EvaluatorRuntime {
             clientID: configuration.broker.clientID + "-out", cleanStart: false)
         outbound.sessionExpiry = UInt32(configuration.sessionExpiry)
         let output = try MQTTClient(outbound)
-        let server = try startHTTP(client, output: output)
+        let server = try startHTTP(client, output: output, journal: journal)
         defer { server?.stop() }
         // The broker may come up after us: keep trying (the client backs off), and say so.
         let patience = Task { [logger, clock, endpoint = mqtt.endpoint] in
@@ -1127,6 +1127,9 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_live_stops_total", .counter, help: "Live streams stopped, by venue and reason.")
         metrics.declare(
+            "perimeter_journal_lost_total", .counter,
+            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
+        metrics.declare(
             "perimeter_agent_messages_missing_total", .counter,
             help: "Observations missing from agents' numbering (n), by venue: lost between agent and evaluator.")
         metrics.declare(
@@ -1158,7 +1161,7 @@ final class EvaluatorRuntime {
     /// Starts `/metrics` and `/healthz` when configured. Health: the broker connected, the
     /// database writable (a write transaction opened and rolled back on a connection of its
     /// own), processing lag below `healthMaxLag`.
-    private func startHTTP(_ client: MQTTClient, output: MQTTClient) throws -> HTTPServer? {
+    private func startHTTP(_ client: MQTTClient, output: MQTTClient, journal: ArrivalJournal) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let degradation = degradation
@@ -1169,6 +1172,7 @@ final class EvaluatorRuntime {
             case "/metrics":
                 metrics.set(
                     "perimeter_broker_connected", client.state.isConnected && output.state.isConnected ? 1 : 0)
+                metrics.set("perimeter_journal_lost_total", Double(journal.lost))
                 return HTTPServer.Response(
                     contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
             case "/healthz":
@@ -1189,6 +1193,11 @@ final class EvaluatorRuntime {
                 // Degraded is still healthy (200): it serves, with less than it was given (invalid
                 // regions left out, input the broker dropped).
                 var degraded = degradation.all
+                if journal.lost > 0 {
+                    degraded.append(
+                        "journal: \(journal.lost) arrivals could not be written after retries and are lost (the log says which)"
+                    )
+                }
                 if let dropped = metrics.value("perimeter_broker_dropped_since_start"), dropped > 0 {
                     degraded.append(
                         "broker: \(Int(dropped)) messages dropped since this evaluator started (\(EvaluatorService.brokerDroppedTopic)): a queue limit loses input"

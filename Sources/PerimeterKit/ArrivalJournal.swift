@@ -19,20 +19,71 @@ public final class ArrivalJournal: @unchecked Sendable {
     // thread; `appending`, `processorWaiting` and `processorHolds` only under `turn`.
     private let write: (MQTTMessage) throws -> Void
     private let logger: Logger
+    private let retryDelays: [Duration]
     public let written = Atomic<Int>(0)
     public let failed = Atomic<Int>(0)
     private let turn = NSCondition()
+    private let retry = NSCondition()
     private var appending = false
     private var processorWaiting = 0
     private var processorHolds = false
 
-    public init(logger: Logger, write: @escaping (MQTTMessage) throws -> Void) {
+    /// - Parameter retryDelays: the waits between attempts when a write fails. QoS 1 has been
+    ///   acknowledged by the time a message is here, so a failed write is a lost message: a
+    ///   transient failure (the database busy beyond its timeout on a starved machine, a full
+    ///   disk freed a moment later) is tried again. The network thread waits meanwhile, which
+    ///   holds back the next arrivals (the broker queues them); the default waits 3.3 s in all,
+    ///   well inside the keep-alive.
+    public init(
+        logger: Logger,
+        retryDelays: [Duration] = [.milliseconds(10), .milliseconds(50), .milliseconds(250), .seconds(1), .seconds(2)],
+        write: @escaping (MQTTMessage) throws -> Void
+    ) {
         self.write = write
         self.logger = logger
+        self.retryDelays = retryDelays
     }
+
+    /// Messages lost because every attempt to journal them failed (each logged as an error).
+    public var lost: Int { failed.load(ordering: .relaxed) }
 
     /// Only ever called from the one network thread.
     public func append(_ message: MQTTMessage) {
+        var attempt = 0
+        while true {
+            do {
+                try withAppendTurn { try write(message) }
+                written.add(1, ordering: .relaxed)
+                if attempt > 0 {
+                    logger.notice(
+                        "journal write succeeded after retrying",
+                        metadata: ["topic": .string(message.topic), "attempts": "\(attempt + 1)"])
+                }
+                return
+            } catch {
+                guard attempt < retryDelays.count else {
+                    failed.add(1, ordering: .relaxed)
+                    logger.error(
+                        "journal write failed: message lost",
+                        metadata: [
+                            "topic": .string(message.topic), "error": "\(error)", "attempts": "\(attempt + 1)",
+                        ])
+                    return
+                }
+                if attempt == 0 {
+                    logger.warning(
+                        "journal write failed; trying again",
+                        metadata: ["topic": .string(message.topic), "error": "\(error)"])
+                }
+                // Outside the turn: the processor may commit meanwhile.
+                pause(retryDelays[attempt])
+                attempt += 1
+            }
+        }
+    }
+
+    /// Runs one journal insert when the processor neither holds nor waits for its turn.
+    private func withAppendTurn(_ body: () throws -> Void) throws {
         turn.lock()
         while processorWaiting > 0 || processorHolds { turn.wait() }
         appending = true
@@ -43,14 +94,16 @@ public final class ArrivalJournal: @unchecked Sendable {
             turn.broadcast()
             turn.unlock()
         }
-        do {
-            try write(message)
-            written.add(1, ordering: .relaxed)
-        } catch {
-            failed.add(1, ordering: .relaxed)
-            logger.error(
-                "journal write failed: message lost", metadata: ["topic": .string(message.topic), "error": "\(error)"])
-        }
+        try body()
+    }
+
+    /// Waits `delay` on the network thread before the next attempt (a timed wait on `retry`,
+    /// which nothing signals: the thread has nothing else to do until the write succeeds).
+    private func pause(_ delay: Duration) {
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        retry.lock()
+        _ = retry.wait(until: Date(timeIntervalSinceNow: seconds))
+        retry.unlock()
     }
 
     /// Runs `body` (the processor's write transaction) while no arrival is being journalled;

@@ -161,7 +161,7 @@ final class NotifierRuntime {
         // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
         mqtt.inboundBufferSize = 0
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
-        let server = try startHTTP(client)
+        let server = try startHTTP(client, journal: journal)
         defer { server?.stop() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
@@ -435,11 +435,14 @@ final class NotifierRuntime {
             "perimeter_notifier_skips_total", .counter,
             help: "Rule matches that sent nothing, by reason (cooldown, disarmed, quietHours, schedule, duplicate).")
         metrics.declare("perimeter_notifier_rejects_total", .counter, help: "Inbound messages dead-lettered.")
+        metrics.declare(
+            "perimeter_journal_lost_total", .counter,
+            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
         metrics.declare("perimeter_notifier_outbox", .gauge, help: "Outbox rows by state.")
         metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
     }
 
-    private func startHTTP(_ client: MQTTClient) throws -> HTTPServer? {
+    private func startHTTP(_ client: MQTTClient, journal: ArrivalJournal) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let path = configuration.databasePath
@@ -447,6 +450,7 @@ final class NotifierRuntime {
             switch request {
             case "/metrics":
                 metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
+                metrics.set("perimeter_journal_lost_total", Double(journal.lost))
                 if let store = try? NotifierStore(path: path, readOnly: true) {
                     for state in NotifierStore.State.allCases {
                         metrics.set(
@@ -458,9 +462,18 @@ final class NotifierRuntime {
                     contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
             case "/healthz":
                 let connected = client.state.isConnected
+                // Degraded is still healthy (200): arrivals the journal could not write are lost.
+                let lost = journal.lost
+                let degraded: [JSONValue] =
+                    lost > 0
+                    ? [.string("journal: \(lost) arrivals could not be written after retries and are lost (the log says which)")]
+                    : []
+                let body: JSONValue = [
+                    "status": .string(!connected ? "unhealthy" : degraded.isEmpty ? "ok" : "degraded"),
+                    "brokerConnected": .bool(connected), "degraded": .array(degraded),
+                ]
                 return HTTPServer.Response(
-                    status: connected ? 200 : 503, contentType: "application/json",
-                    body: #"{"status":"\#(connected ? "ok" : "unhealthy")","brokerConnected":\#(connected)}"# + "\n")
+                    status: connected ? 200 : 503, contentType: "application/json", body: body.serialized() + "\n")
             default:
                 return HTTPServer.Response(status: 404, body: "try /metrics or /healthz\n")
             }

@@ -1,0 +1,64 @@
+import Foundation
+import PerimeterKit
+import PerimeterMQTT
+import PerimeterTestSupport
+import Synchronization
+import Testing
+
+@Suite("Arrival journal")
+struct ArrivalJournalTests {
+    struct Refused: Error {}
+
+    /// A write that fails its first `failures` calls.
+    final class FlakyWrite: Sendable {
+        let failures: Int
+        let calls = Atomic<Int>(0)
+        init(failures: Int) { self.failures = failures }
+        func callAsFunction(_ message: MQTTMessage) throws {
+            if calls.add(1, ordering: .relaxed).newValue <= failures { throw Refused() }
+        }
+    }
+
+    @Test(
+        "a failed write is tried again: written once it succeeds, lost (counted, logged) once the retries run out",
+        arguments: [
+            // (failures before success, retries allowed, attempts made, written, lost)
+            (0, 2, 1, 1, 0), (1, 2, 2, 1, 0), (2, 2, 3, 1, 0), (3, 2, 3, 0, 1), (5, 0, 1, 0, 1),
+        ])
+    func retries(_ row: (failures: Int, retries: Int, attempts: Int, written: Int, lost: Int)) {
+        let logs = InMemoryLogHandler()
+        let write = FlakyWrite(failures: row.failures)
+        let journal = ArrivalJournal(
+            logger: Logger(label: "test", level: .trace, handler: logs),
+            retryDelays: Array(repeating: .milliseconds(1), count: row.retries)
+        ) { try write($0) }
+        journal.append(MQTTMessage(topic: "perimeter/v1/test/gps/a", payload: Array("{}".utf8)))
+        #expect(write.calls.load(ordering: .relaxed) == row.attempts)
+        #expect(journal.written.load(ordering: .relaxed) == row.written)
+        #expect(journal.lost == row.lost)
+        let messages = logs.records.map(\.message)
+        #expect(messages.contains("journal write failed: message lost") == (row.lost > 0))
+        #expect(messages.contains("journal write succeeded after retrying") == (row.written > 0 && row.failures > 0))
+    }
+
+    @Test("the processor's turn runs while a retry waits: the wait is outside the turn")
+    func retryWaitLeavesTheTurn() async throws {
+        let write = FlakyWrite(failures: 1)
+        let journal = ArrivalJournal(
+            logger: Logger(label: "test", level: .error, handler: InMemoryLogHandler()),
+            retryDelays: [.seconds(2)]
+        ) { try write($0) }
+        // The network thread's part, on a thread of its own (it blocks while it waits).
+        Thread { journal.append(MQTTMessage(topic: "t", payload: [])) }.start()
+        // The first attempt has failed once the write was called; the append then waits 2 s.
+        try await waitUntil("the first attempt", timeout: .seconds(30), every: .milliseconds(1)) {
+            write.calls.load(ordering: .relaxed) == 1
+        }
+        let ran = journal.withProcessorTurn { journal.written.load(ordering: .relaxed) }
+        #expect(ran == 0, "the processor's turn came before the retry")
+        try await waitUntil("the retry written", timeout: .seconds(30), every: .milliseconds(5)) {
+            journal.written.load(ordering: .relaxed) == 1
+        }
+        #expect(write.calls.load(ordering: .relaxed) == 2)
+    }
+}
