@@ -466,7 +466,11 @@ final class NotifierRuntime {
                 let lost = journal.lost
                 let degraded: [JSONValue] =
                     lost > 0
-                    ? [.string("journal: \(lost) arrivals could not be written after retries and are lost (the log says which)")]
+                    ? [
+                        .string(
+                            "journal: \(lost) arrivals could not be written after retries and are lost (the log says which)"
+                        )
+                    ]
                     : []
                 let body: JSONValue = [
                     "status": .string(!connected ? "unhealthy" : degraded.isEmpty ? "ok" : "degraded"),
