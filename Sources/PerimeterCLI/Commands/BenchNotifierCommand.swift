@@ -302,16 +302,8 @@ final class CPUMeter: Sendable {
         }
     }
 
-    /// User and system time of a process (nil: this one) from /proc/{pid}/stat; 0 if unreadable.
-    static func seconds(_ pid: Int32?) -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid.map(String.init) ?? "self")/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return 0 }
-        // After the parenthesised command name: field 3 (state) first; utime and stime are 14 and 15.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
+    /// User and system time of a process (nil: this one); 0 if unreadable.
+    static func seconds(_ pid: Int32?) -> Double { (try? ProcessCPU.seconds(of: pid)) ?? 0 }
 }
 
 /// A shared ticket counter for the raw POST workers.
