@@ -74,13 +74,39 @@ struct BenchPipelineTests {
         }
     }
 
+    @Test("--transition-every 10: most reports change nothing, the transitions that happen are all checked")
+    func realisticTraffic() async throws {
+        let result = try await perimeter(
+            [
+                "bench", "pipeline", "--subjects", "20", "--observations", "400", "--latency-seconds", "0.2",
+                "--no-null", "--no-overload", "--transition-every", "10",
+            ],
+            timeout: .seconds(120))
+        #expect(result.status == .exited(0), "\(result.stderr)")
+        #expect(result.stdout.contains("a transition every 10 reports"), "\(result.stdout)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        let journal = try #require(lines.first { $0.contains("journal:") })
+        let events = try #require(lines.first { $0.contains("expected,") })
+        let observations = try #require(Self.number(before: " observations (", in: journal))
+        let expected = try #require(Self.number(before: " expected,", in: events))
+        // One side change per subject every 10 reports (the warm-up's first reports enter too).
+        #expect(expected > 0 && expected * 5 < observations, "\(events) of \(observations) observations")
+        #expect(Self.number(before: " received,", in: events) == expected, "\(events)")
+        #expect(events.contains(" 0 missing, 0 duplicates, 0 unexpected"), "\(events)")
+        let refused = try await perimeter(
+            ["bench", "pipeline", "--subjects", "20", "--observations", "300", "--transition-every", "10"])
+        #expect(refused.status == .exited(64))
+        #expect(
+            refused.stderr.contains("must be a multiple of --subjects × --transition-every (200)"), "\(refused.stderr)")
+    }
+
     @Test("--help names every phase and its options; the null evaluator it starts is not listed under bench")
     func help() async throws {
         let pipeline = try await perimeter(["bench", "pipeline", "--help"])
         #expect(pipeline.status == .exited(0))
         for text in [
             "relay ", "null ", "null-3 ", "warm-up ", "peak ", "latency ", "overload ", "--no-null", "--no-overload",
-            "--overload-seconds <s>", "--overload-catch-up <s>", "--overload-publishers <n>",
+            "--overload-seconds <s>", "--overload-catch-up <s>", "--overload-publishers <n>", "--transition-every <N>",
         ] {
             #expect(pipeline.stdout.contains(text), "missing '\(text)' in:\n\(pipeline.stdout)")
         }
