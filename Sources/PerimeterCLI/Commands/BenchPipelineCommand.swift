@@ -798,11 +798,13 @@ final class EvaluatorWatch: Sendable {
         samples.withLock { $0.filter { interval.contains($0.at) } }
     }
 
-    /// Waits for the evaluator's retained `{"online":true}`.
+    /// Waits for the evaluator's retained `{"online":true}`, or its first stats message (live,
+    /// every second): on a starved NATS node a subscription made just after the evaluator
+    /// connected was once not given the retained status for 60 s, while the evaluator served.
     func waitOnline(_ evaluator: EvaluatorProcess, timeout: Duration) async throws {
         let online = try await waitForCondition(timeout: timeout) {
             try evaluator.checkRunning()
-            return status.withLock({ $0 })?.contains("\"online\":true") == true
+            return status.withLock({ $0 })?.contains("\"online\":true") == true || stats.withLock({ $0 }) != nil
         }
         if online { return }
         throw ExitCode(1, "the evaluator did not come online within \(timeout); its log ends:\n\(evaluator.logTail)")
