@@ -3,6 +3,7 @@ import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterStore
+import Synchronization
 
 /// `perimeter notifier`: the evaluator's transitions in, location-triggered notifications out
 /// over MQTT, webhooks and mail (topics.md, "Notifications").
@@ -145,6 +146,7 @@ final class NotifierRuntime {
         let arrivals = try NotifierArrivals(
             path: NotifierArrivals.path(for: configuration.databasePath), exclusive: true)
         try moveEarlierInbox(to: arrivals)
+        let backlog = ArrivalsBacklog(waiting: try arrivals.count())
         let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
@@ -161,7 +163,7 @@ final class NotifierRuntime {
         // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
         mqtt.inboundBufferSize = 0
         let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
-        let server = try startHTTP(client, journal: journal)
+        let server = try startHTTP(client, journal: journal, backlog: backlog)
         defer { server?.stop() }
         try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
@@ -206,7 +208,7 @@ final class NotifierRuntime {
                     logger.notice("SIGHUP: re-reading rules and regions files")
                     try loadFiles(failOnProblems: false)
                 }
-                try await drain(client, from: arrivals, journal: journal)
+                try await drain(client, from: arrivals, journal: journal, backlog: backlog)
             }
             group.cancelAll()
         }
@@ -245,7 +247,9 @@ final class NotifierRuntime {
     /// with the deliverer, then removes the batch from the arrivals. Reading and removing the
     /// batch take their turns with the journal (the two share the arrivals' one connection). A
     /// crash in between processes the batch again, which changes nothing (``NotifierStore``).
-    private func drain(_ client: MQTTClient, from arrivals: NotifierArrivals, journal: ArrivalJournal) async throws {
+    private func drain(
+        _ client: MQTTClient, from arrivals: NotifierArrivals, journal: ArrivalJournal, backlog: ArrivalsBacklog
+    ) async throws {
         while true {
             let rows = try journal.withProcessorTurn { try arrivals.inbox(limit: Self.drainBatch) }
             guard let first = rows.first?.seq, let last = rows.last?.seq else { return }
@@ -269,6 +273,7 @@ final class NotifierRuntime {
                 }
             }
             try journal.withProcessorTurn { try arrivals.removeInbox(first...last) }
+            backlog.processed(rows.count)
             if enqueued > 0 { doorbell.ring() }
             for (topic, record) in deadletters {
                 try? await client.publish(topic, record.serialized(), qos: .atLeastOnce)
@@ -436,13 +441,16 @@ final class NotifierRuntime {
             help: "Rule matches that sent nothing, by reason (cooldown, disarmed, quietHours, schedule, duplicate).")
         metrics.declare("perimeter_notifier_rejects_total", .counter, help: "Inbound messages dead-lettered.")
         metrics.declare(
+            "perimeter_notifier_arrivals_pending", .gauge,
+            help: "Events journalled and not yet processed (the arrivals file's backlog).")
+        metrics.declare(
             "perimeter_journal_lost_total", .counter,
             help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
         metrics.declare("perimeter_notifier_outbox", .gauge, help: "Outbox rows by state.")
         metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
     }
 
-    private func startHTTP(_ client: MQTTClient, journal: ArrivalJournal) throws -> HTTPServer? {
+    private func startHTTP(_ client: MQTTClient, journal: ArrivalJournal, backlog: ArrivalsBacklog) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let path = configuration.databasePath
@@ -451,6 +459,9 @@ final class NotifierRuntime {
             case "/metrics":
                 metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
                 metrics.set("perimeter_journal_lost_total", Double(journal.lost))
+                metrics.set(
+                    "perimeter_notifier_arrivals_pending",
+                    Double(backlog.pending(journalled: journal.written.load(ordering: .relaxed))))
                 if let store = try? NotifierStore(path: path, readOnly: true) {
                     for state in NotifierStore.State.allCases {
                         metrics.set(
@@ -484,5 +495,22 @@ final class NotifierRuntime {
         }
         server.start()
         return server
+    }
+}
+
+/// The arrivals not processed yet, counted in memory: the arrivals file is held by the running
+/// notifier alone (``NotifierArrivals``), so `/metrics` cannot count its rows from outside.
+/// Waiting = what was there at start + what the journal wrote since − what was processed.
+final class ArrivalsBacklog: Sendable {
+    private let waitingAtStart: Int
+    private let processedSinceStart = Atomic<Int>(0)
+
+    init(waiting: Int) { waitingAtStart = waiting }
+
+    func processed(_ count: Int) { processedSinceStart.add(count, ordering: .relaxed) }
+
+    /// - Parameter journalled: what the journal has written since the start.
+    func pending(journalled: Int) -> Int {
+        max(0, waitingAtStart + journalled - processedSinceStart.load(ordering: .relaxed))
     }
 }

@@ -180,6 +180,8 @@ struct NotifierServiceTests {
                 #"perimeter_notifications_total{channel="broken",result="dead"} 1"#,
                 #"perimeter_notifications_total{channel="gone",result="failed"} 1"#,
                 #"perimeter_notifier_outbox{state="dead"} 1"#,
+                // The four events processed; none lost on the way into the journal.
+                "perimeter_notifier_arrivals_pending 0", "perimeter_journal_lost_total 0",
             ] {
                 #expect(metrics.contains(line), "\(line) in \(metrics)")
             }
