@@ -450,7 +450,9 @@ final class NotifierRuntime {
         metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
     }
 
-    private func startHTTP(_ client: MQTTClient, journal: ArrivalJournal, backlog: ArrivalsBacklog) throws -> HTTPServer? {
+    private func startHTTP(
+        _ client: MQTTClient, journal: ArrivalJournal, backlog: ArrivalsBacklog
+    ) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let path = configuration.databasePath
