@@ -35,3 +35,77 @@ struct EvaluatorStoreTests {
         #expect(try background.inbox(after: 0).isEmpty)
     }
 }
+
+/// Journal numbering without AUTOINCREMENT: a number is never handed out twice, whichever rows
+/// were deleted (the processor reads rows after its cursor, so a reused number is a lost row).
+@Suite("Evaluator store: journal numbering")
+struct EvaluatorJournalNumberingTests {
+    static func store() throws -> (EvaluatorStore, String) {
+        let directory = TestScratch.root.appendingPathComponent("perimeter-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("evaluator.sqlite").path
+        return (try EvaluatorStore(path: path), path)
+    }
+
+    enum Removal: String, CaseIterable, Sendable {
+        /// The newest row processed and forgotten (a tick that changed nothing).
+        case forgetNewest
+        /// Every row processed and pruned by a snapshot.
+        case snapshotAll
+        /// Every row pruned by a snapshot the cursor has not reached (only tests do that).
+        case snapshotAhead
+        /// The processed rows naming a subject erased, the newest among them.
+        case erase
+    }
+
+    @Test(
+        "after each way rows are deleted, the next row is numbered past every earlier one", arguments: Removal.allCases)
+    func neverReused(_ removal: Removal) throws {
+        let (store, _) = try Self.store()
+        var seqs: [Int64] = []
+        for index in 0..<5 {
+            seqs.append(try store.journal(topic: "perimeter/v1/v/obs/ann-\(index)/gps", payload: [1], received: Date()))
+        }
+        #expect(seqs == [1, 2, 3, 4, 5])
+        switch removal {
+        case .forgetNewest:
+            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            _ = try store.database.run("DELETE FROM inbox WHERE seq = 5")
+        case .snapshotAll:
+            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            try store.saveSnapshot(seq: 5, data: [1], now: Date())
+        case .snapshotAhead:
+            try store.saveSnapshot(seq: 5, data: [1], now: Date())
+        case .erase:
+            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            try store.erase(subject: "ann-4", venue: "v", level: "ann-4", through: 5)
+        }
+        #expect(try store.inbox(after: 0).allSatisfy { $0.seq < 5 }, "row 5 is gone (\(removal))")
+        let next = try store.journal(topic: "perimeter/v1/v/obs/bob/gps", payload: [2], received: Date())
+        #expect(next == 6, "\(removal)")
+        #expect(try store.inbox(after: 5).map(\.seq) == [6], "the processor, past 5, reads it")
+    }
+
+    @Test("a journal written with AUTOINCREMENT keeps its numbers and rows; the next continues after them")
+    func migrated() throws {
+        let (store, path) = try Self.store()
+        for index in 0..<3 { try store.journal(topic: "t/\(index)", payload: [UInt8(index)], received: Date()) }
+        _ = try store.commit(seq: 3, venue: nil, messages: [], events: [], now: Date())
+        // What schema 4 left: the same rows in a table numbered with AUTOINCREMENT.
+        try store.database.execute(
+            """
+            CREATE TABLE old(seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, payload BLOB NOT NULL,
+                received REAL NOT NULL, kind INTEGER NOT NULL DEFAULT 0);
+            INSERT INTO old SELECT seq, topic, payload, received, kind FROM inbox;
+            DROP TABLE inbox; ALTER TABLE old RENAME TO inbox;
+            DELETE FROM inbox WHERE seq = 3;
+            PRAGMA user_version = 4;
+            """)
+        let reopened = try EvaluatorStore(path: path)
+        let sql = try reopened.database.scalar("SELECT sql FROM sqlite_master WHERE name = 'inbox'")?.string ?? ""
+        #expect(!sql.contains("AUTOINCREMENT"), "\(sql)")
+        #expect(try reopened.inbox(after: 0).map(\.topic) == ["t/0", "t/1"])
+        #expect(try reopened.inbox(after: 0).map(\.payload) == [[0], [1]])
+        #expect(try reopened.journal(topic: "t/next", payload: [9], received: Date()) == 4)
+    }
+}
