@@ -407,7 +407,8 @@ extension EvaluatorRuntime {
     /// partition its topic names only: the partitions held before had it live.
     /// - Parameter partition: the partition the row's topic named (``unpartitioned(_:)``).
     func restrictToHeld(
-        _ inputs: [Inbound], venue: String, evaluator: VenueEvaluator, row: EvaluatorStore.InboxRow, partition: Int?
+        _ inputs: [Inbound], venue: String, evaluator: @autoclosure () -> VenueEvaluator,
+        row: EvaluatorStore.InboxRow, partition: Int?
     ) -> [Inbound] {
         guard let settings = partitionSettings[venue] else { return inputs }
         var held = partitionState.held[venue] ?? []
@@ -417,9 +418,8 @@ extension EvaluatorRuntime {
         {
             held = held.intersection([partition])
         }
-        return inputs.compactMap {
-            settings.partitioning.restrict($0, to: held, isGateway: evaluator.beacons.isGateway)
-        }
+        let isGateway = evaluator().beacons.isGateway
+        return inputs.compactMap { settings.partitioning.restrict($0, to: held, isGateway: isGateway) }
     }
 
     /// The agent of an observation's topic, `{prefix}/{venue}/obs/{agent}/{kind}`; nil for any
@@ -481,14 +481,19 @@ extension EvaluatorRuntime {
     /// A partitioned venue's occupancy as parts: for each partition held, the region's count
     /// among its subjects, when it changed (`occupancy/{region}/p/{n}`, retained). Nil for an
     /// output that is not a partitioned venue's occupancy.
-    func occupancyParts(_ output: EvaluatorOutput, venue: String, evaluator: VenueEvaluator) -> [OutboundMessage]? {
+    /// - Parameter evaluator: read only for a partitioned venue's occupancy (an autoclosure: a
+    ///   venue's evaluator is a large value, and copying it out of the dictionary for every
+    ///   output was a few percent of processing).
+    func occupancyParts(
+        _ output: EvaluatorOutput, venue: String, evaluator: @autoclosure () -> VenueEvaluator
+    ) -> [OutboundMessage]? {
         guard case .occupancy(let region, _, let t) = output, let settings = partitionSettings[venue],
             let topics = partitionState.served[venue]?.topics
                 ?? Optional(Topics(prefix: configuration.prefix, venue: venue))
         else { return nil }
         var counts: [Int: Int] = [:]
         for partition in partitionState.held[venue] ?? [] { counts[partition] = 0 }
-        for subject in evaluator.occupants(of: region) {
+        for subject in evaluator().occupants(of: region) {
             let partition = settings.partitioning.partition(of: subject)
             if counts[partition] != nil { counts[partition]! += 1 }
         }

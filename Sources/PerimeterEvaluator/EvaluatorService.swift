@@ -283,7 +283,7 @@ final class EvaluatorRuntime {
                         "wall": .string(Timestamp.format(wall)),
                     ])
             }
-            guard venues[id] != nil else { continue }
+            guard venues.keys.contains(id) else { continue }
             let repaired = venues[id]!.resetTracks(datedAfter: now.addingTimeInterval(skew), at: now)
             if !repaired.isEmpty {
                 metrics.add(
@@ -630,7 +630,7 @@ final class EvaluatorRuntime {
     private func reconcileHomeAssistant() throws {
         let retained = try store.retainedConfigs()
         for id in venueIDs.sorted() {
-            guard let topics = topics[id], venues[id] != nil else { continue }
+            guard let topics = topics[id], venues.keys.contains(id) else { continue }
             let messages = venues[id]!.reconcileHomeAssistant(retained: retained).flatMap {
                 $0.messages(topics: topics)
             }
@@ -981,7 +981,7 @@ final class EvaluatorRuntime {
             if let deadletter = applied.deadletter { item.messages.append(deadletter) }
             item.messages += applied.partDeadletters
         }
-        if let venue = applied.venue, venues[venue] != nil { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
+        if let venue = applied.venue, venues.keys.contains(venue) { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
         return item
     }
 
@@ -1264,16 +1264,16 @@ final class EvaluatorRuntime {
         switch row.kind {
         case .partitions:
             let venue = row.topic
-            guard venues[venue] != nil else { return Applied() }
+            guard venues.keys.contains(venue) else { return Applied() }
             return Applied(venue: venue, outputs: applyPartitions(row, venue: &venues[venue]!))
         case .handover:
             let venue = row.topic
-            guard venues[venue] != nil else { return Applied() }
+            guard venues.keys.contains(venue) else { return Applied() }
             return Applied(venue: venue, outputs: applyHandover(row, venue: &venues[venue]!))
         case .tick:
             let venue = row.topic
             guard let seconds = Double(String(decoding: row.payload, as: UTF8.self)), seconds.isFinite,
-                venues[venue] != nil
+                venues.keys.contains(venue)
             else {
                 return Applied()
             }
@@ -1286,7 +1286,7 @@ final class EvaluatorRuntime {
             else { return unrouted(row) }
             let venue =
                 route.venue ?? (route.isOwnTracks ? configuration.ownTracksVenue : configuration.espresenseVenue)
-            guard let venue, venues[venue] != nil else { return Applied() }
+            guard let venue, venues.keys.contains(venue) else { return Applied() }
             let size = String(decoding: row.payload, as: UTF8.self)
             return reject(
                 row, venue: venue,
@@ -1296,7 +1296,7 @@ final class EvaluatorRuntime {
                 ))
         case .regionsFile:
             let venue = row.topic
-            guard venues[venue] != nil else { return Applied() }
+            guard venues.keys.contains(venue) else { return Applied() }
             let text = String(decoding: row.payload, as: UTF8.self)
             let document = RegionParser.parse(text: text)
             let regions = document.regions
@@ -1318,7 +1318,7 @@ final class EvaluatorRuntime {
         case .espresense: venue = configuration.espresenseVenue
         default: venue = route.venue
         }
-        guard let venue, venues[venue] != nil else {
+        guard let venue, venues.keys.contains(venue) else {
             stats.ignored += 1
             return Applied()
         }
