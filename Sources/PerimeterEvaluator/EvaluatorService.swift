@@ -981,7 +981,9 @@ final class EvaluatorRuntime {
             if let deadletter = applied.deadletter { item.messages.append(deadletter) }
             item.messages += applied.partDeadletters
         }
-        if let venue = applied.venue, venues.keys.contains(venue) { countLive(venues[venue]!.takeLiveTally(), venue: venue) }
+        if let venue = applied.venue, venues.keys.contains(venue) {
+            countLive(venues[venue]!.takeLiveTally(), venue: venue)
+        }
         return item
     }
 
