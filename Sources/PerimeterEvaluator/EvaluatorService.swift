@@ -1128,9 +1128,7 @@ final class EvaluatorRuntime {
         )
         metrics.declare(
             "perimeter_live_stops_total", .counter, help: "Live streams stopped, by venue and reason.")
-        metrics.declare(
-            "perimeter_journal_lost_total", .counter,
-            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
+        ArrivalJournal.declareMetrics(in: metrics)
         metrics.declare(
             "perimeter_agent_messages_missing_total", .counter,
             help: "Observations missing from agents' numbering (n), by venue: lost between agent and evaluator.")
@@ -1174,7 +1172,7 @@ final class EvaluatorRuntime {
             case "/metrics":
                 metrics.set(
                     "perimeter_broker_connected", client.state.isConnected && output.state.isConnected ? 1 : 0)
-                metrics.set("perimeter_journal_lost_total", Double(journal.lost))
+                journal.updateMetrics(metrics)
                 return HTTPServer.Response(
                     contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
             case "/healthz":
@@ -1195,11 +1193,7 @@ final class EvaluatorRuntime {
                 // Degraded is still healthy (200): it serves, with less than it was given (invalid
                 // regions left out, input the broker dropped).
                 var degraded = degradation.all
-                if journal.lost > 0 {
-                    degraded.append(
-                        "journal: \(journal.lost) arrivals could not be written after retries and are lost (the log says which)"
-                    )
-                }
+                if let lost = journal.degradation { degraded.append(lost) }
                 if let dropped = metrics.value("perimeter_broker_dropped_since_start"), dropped > 0 {
                     degraded.append(
                         "broker: \(Int(dropped)) messages dropped since this evaluator started (\(EvaluatorService.brokerDroppedTopic)): a queue limit loses input"
@@ -1252,7 +1246,7 @@ final class EvaluatorRuntime {
         metrics.set("perimeter_queue_depth", Double(depth))
         let payload = stats.payload(
             queueDepth: depth, unsent: (try? store.unsentCount()) ?? 0, instance: configuration.instance,
-            journalFailures: journal.failed.load(ordering: .relaxed), now: clock.now)
+            journalFailures: journal.lost, now: clock.now)
         try? await client.publish(
             Topics.stats(prefix: configuration.prefix, component: "evaluator", instance: configuration.instance),
             payload.serialized(), qos: .atMostOnce)

@@ -109,7 +109,7 @@ public final class EvaluatorStore {
         // second page written to the WAL per arrival on the network thread (the insert's file
         // writes were a fifth of the evaluator's CPU with realistic traffic in `bench pipeline`)
         // and twice the WAL pages, so twice the checkpoints. ``journal(_:topic:payload:received:)``
-        // numbers a row itself, past both the highest row and the processed cursor.
+        // numbers a row itself, past the highest row, the processed cursor and the snapshot.
         Migration(
             5, "journal rows numbered without AUTOINCREMENT",
             sql: """

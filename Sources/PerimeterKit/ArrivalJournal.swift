@@ -21,9 +21,8 @@ public final class ArrivalJournal: @unchecked Sendable {
     private let logger: Logger
     private let retryDelays: [Duration]
     public let written = Atomic<Int>(0)
-    public let failed = Atomic<Int>(0)
+    private let failed = Atomic<Int>(0)
     private let turn = NSCondition()
-    private let retry = NSCondition()
     private var appending = false
     private var processorWaiting = 0
     private var processorHolds = false
@@ -46,6 +45,25 @@ public final class ArrivalJournal: @unchecked Sendable {
 
     /// Messages lost because every attempt to journal them failed (each logged as an error).
     public var lost: Int { failed.load(ordering: .relaxed) }
+
+    /// What a service's `/metrics` says of its journal (the evaluator's and the notifier's alike).
+    public static func declareMetrics(in metrics: Metrics) {
+        metrics.declare(
+            "perimeter_journal_lost_total", .counter,
+            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
+    }
+
+    /// Brings `/metrics` up to date (called as it is served).
+    public func updateMetrics(_ metrics: Metrics) {
+        metrics.set("perimeter_journal_lost_total", Double(lost))
+    }
+
+    /// The `/healthz` `degraded` line while any arrival was lost; nil otherwise.
+    public var degradation: String? {
+        let lost = lost
+        guard lost > 0 else { return nil }
+        return "journal: \(lost) arrivals could not be written after retries and are lost (the log says which)"
+    }
 
     /// Only ever called from the one network thread.
     public func append(_ message: MQTTMessage) {
@@ -97,13 +115,10 @@ public final class ArrivalJournal: @unchecked Sendable {
         try body()
     }
 
-    /// Waits `delay` on the network thread before the next attempt (a timed wait on `retry`,
-    /// which nothing signals: the thread has nothing else to do until the write succeeds).
+    /// Waits `delay` on the network thread before the next attempt: it has nothing else to do
+    /// until the write succeeds (a bounded backoff, not a poll).
     private func pause(_ delay: Duration) {
-        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-        retry.lock()
-        _ = retry.wait(until: Date(timeIntervalSinceNow: seconds))
-        retry.unlock()
+        Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
     }
 
     /// Runs `body` (the processor's write transaction) while no arrival is being journalled;

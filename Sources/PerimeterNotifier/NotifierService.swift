@@ -443,9 +443,7 @@ final class NotifierRuntime {
         metrics.declare(
             "perimeter_notifier_arrivals_pending", .gauge,
             help: "Events journalled and not yet processed (the arrivals file's backlog).")
-        metrics.declare(
-            "perimeter_journal_lost_total", .counter,
-            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
+        ArrivalJournal.declareMetrics(in: metrics)
         metrics.declare("perimeter_notifier_outbox", .gauge, help: "Outbox rows by state.")
         metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
     }
@@ -460,7 +458,7 @@ final class NotifierRuntime {
             switch request {
             case "/metrics":
                 metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
-                metrics.set("perimeter_journal_lost_total", Double(journal.lost))
+                journal.updateMetrics(metrics)
                 metrics.set(
                     "perimeter_notifier_arrivals_pending",
                     Double(backlog.pending(journalled: journal.written.load(ordering: .relaxed))))
@@ -476,15 +474,7 @@ final class NotifierRuntime {
             case "/healthz":
                 let connected = client.state.isConnected
                 // Degraded is still healthy (200): arrivals the journal could not write are lost.
-                let lost = journal.lost
-                let degraded: [JSONValue] =
-                    lost > 0
-                    ? [
-                        .string(
-                            "journal: \(lost) arrivals could not be written after retries and are lost (the log says which)"
-                        )
-                    ]
-                    : []
+                let degraded = [journal.degradation].compactMap { $0 }.map(JSONValue.string)
                 let body: JSONValue = [
                     "status": .string(!connected ? "unhealthy" : degraded.isEmpty ? "ok" : "degraded"),
                     "brokerConnected": .bool(connected), "degraded": .array(degraded),

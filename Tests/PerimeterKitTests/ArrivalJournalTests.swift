@@ -39,6 +39,12 @@ struct ArrivalJournalTests {
         let messages = logs.records.map(\.message)
         #expect(messages.contains("journal write failed: message lost") == (row.lost > 0))
         #expect(messages.contains("journal write succeeded after retrying") == (row.written > 0 && row.failures > 0))
+        // What /metrics and /healthz say of it.
+        let metrics = Metrics()
+        ArrivalJournal.declareMetrics(in: metrics)
+        journal.updateMetrics(metrics)
+        #expect(metrics.value("perimeter_journal_lost_total") == Double(row.lost))
+        #expect((journal.degradation != nil) == (row.lost > 0), "\(journal.degradation ?? "none")")
     }
 
     @Test("the processor's turn runs while a retry waits: the wait is outside the turn")
