@@ -454,25 +454,36 @@ final class EvaluatorRuntime {
         }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
-        let journal = ArrivalJournal(logger: logger) { [clock, progress] in
-            if $0.topic == EvaluatorService.brokerDroppedTopic {
-                EvaluatorService.noteBrokerDropped($0.payload, retained: $0.retain, metrics: metrics)
+        let journal = ArrivalJournal(logger: logger) { [clock, progress] messages in
+            // Sizes are checked before anything is stored: an oversized payload leaves a stub.
+            let received = clock.now
+            let seqs = try journalStore.journal(
+                messages.map {
+                    $0.payload.count > limit
+                        ? (.oversized, $0.topic, Array(String($0.payload.count).utf8))
+                        : (.arrival, $0.topic, $0.payload)
+                }, received: received
+            ) {
+                if let least = Self.faultKillInJournal, messages.count >= least {
+                    Self.killInsideGroupCommit(messages.count)
+                }
+            }
+            for (message, seq) in zip(messages, seqs) { progress.journalled(message.topic, seq: seq) }
+            signalWork()
+        }
+        // What arrives is journalled, except what is kept in memory only.
+        let receive: @Sendable (MQTTMessage) -> Void = { message in
+            if message.topic == EvaluatorService.brokerDroppedTopic {
+                EvaluatorService.noteBrokerDropped(message.payload, retained: message.retain, metrics: metrics)
                 return
             }
             // Occupancy parts are summed, not evaluated: kept in memory, never journalled.
             for venue in partitioned {
-                guard let wake = venue.notePart($0) else { continue }
+                guard let wake = venue.notePart(message) else { continue }
                 if wake { wakes.send(.occupancy) }
                 return
             }
-            // Sizes are checked before anything is stored: an oversized payload leaves a stub.
-            let seq =
-                $0.payload.count > limit
-                ? try journalStore.journal(
-                    .oversized, topic: $0.topic, payload: Array(String($0.payload.count).utf8), received: clock.now)
-                : try journalStore.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
-            progress.journalled($0.topic, seq: seq)
-            signalWork()
+            journal.append(message)
         }
         var mqtt = configuration.broker.mqttConfiguration(
             cleanStart: false,
@@ -486,7 +497,7 @@ final class EvaluatorRuntime {
         // queued on `client.messages` (a second copy of each message that nobody read).
         mqtt.inboundBufferSize = 0
         arrivals = journal
-        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
+        let client = try MQTTClient(mqtt, onReceive: receive, onBurstEnd: { journal.flush() })
         // Outputs go out on a connection of their own. On the one connection, the network thread
         // that reads arrivals (and waits its turn at the journal while the processor commits)
         // also read the outputs' acknowledgements: under 4× overload the evaluator processed
@@ -1364,6 +1375,18 @@ final class EvaluatorRuntime {
         return Applied(
             venue: venue, outputs: outputs,
             partDeadletters: decoded.refused.map { refusePart(row, venue: venue, $0) })
+    }
+
+    /// `PERIMETER_FAULT_KILL_IN_JOURNAL=N`: the crash test's fault injection (SIGKILL inside
+    /// the first group commit of at least N arrivals, once they are written and before the
+    /// commit). Unset in production.
+    private static let faultKillInJournal = ProcessInfo.processInfo.environment["PERIMETER_FAULT_KILL_IN_JOURNAL"]
+        .flatMap { Int($0) }
+
+    private static func killInsideGroupCommit(_ count: Int) {
+        FileHandle.standardError.write(
+            Data("fault injection: SIGKILL inside a group commit of \(count) arrivals\n".utf8))
+        kill(getpid(), SIGKILL)
     }
 
     /// Notes an agent's message number; a gap is input lost between the agent and us (a broker

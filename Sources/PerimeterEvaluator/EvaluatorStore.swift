@@ -152,6 +152,24 @@ public final class EvaluatorStore {
         return database.lastInsertRowID
     }
 
+    /// Appends entries `(kind, topic, payload)` in order, in one transaction (a group commit);
+    /// returns their sequence numbers. `beforeCommit` runs inside the transaction once every
+    /// entry is written (the crash test's fault injection).
+    public func journal(
+        _ entries: [(kind: EntryKind, topic: String, payload: [UInt8])], received: Date,
+        beforeCommit: () -> Void = {}
+    ) throws -> [Int64] {
+        try database.transaction {
+            var seqs: [Int64] = []
+            seqs.reserveCapacity(entries.count)
+            for entry in entries {
+                seqs.append(try journal(entry.kind, topic: entry.topic, payload: entry.payload, received: received))
+            }
+            beforeCommit()
+            return seqs
+        }
+    }
+
     /// The last inbox row processed.
     public func processedCursor() throws -> Int64 {
         Int64(try database.scalar("SELECT processed FROM cursor WHERE id = 1")?.int ?? 0)

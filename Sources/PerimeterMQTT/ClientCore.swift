@@ -20,6 +20,13 @@ final class ClientCore: @unchecked Sendable {
     let inbound: AsyncStream<MQTTMessage>.Continuation
     /// Called on the network thread for every message, before it is queued for the consumer.
     let onReceive: (@Sendable (MQTTMessage) -> Void)?
+    /// Called on the network thread after a burst of reads, before their acknowledgements are
+    /// written (see ``MQTTClient/init(_:onReceive:onBurstEnd:)``). With it the client runs its
+    /// own loop (``runBurst()``), woken through `wakeFD` when another thread queues a packet.
+    let onBurstEnd: (@Sendable () -> Void)?
+    /// A pipe (read end, write end) that cuts the burst loop's poll short (nil without
+    /// `onBurstEnd`); both ends non-blocking.
+    private let wakePipe: (read: Int32, write: Int32)?
     let dropped = Atomic<Int>(0)
     let received = Atomic<Int>(0)
     /// Signalled to cut a backoff sleep short when stopping.
@@ -86,11 +93,27 @@ final class ClientCore: @unchecked Sendable {
 
     init(
         configuration: MQTTConfiguration, inbound: AsyncStream<MQTTMessage>.Continuation,
-        onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
+        onReceive: (@Sendable (MQTTMessage) -> Void)? = nil, onBurstEnd: (@Sendable () -> Void)? = nil
     ) throws(MQTTError) {
         self.configuration = configuration
         self.inbound = inbound
         self.onReceive = onReceive
+        self.onBurstEnd = onBurstEnd
+        if onBurstEnd != nil {
+            var fds: [Int32] = [-1, -1]
+            guard pipe(&fds) == 0 else {
+                throw MQTTError(
+                    .library(Int32(MOSQ_ERR_ERRNO.rawValue)), operation: "pipe",
+                    reason: String(cString: strerror(errno)))
+            }
+            for fd in fds {
+                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            }
+            wakePipe = (fds[0], fds[1])
+        } else {
+            wakePipe = nil
+        }
         self.isV5 = configuration.protocolVersion == .v5
         self.endpoints = configuration.endpoints
         let persistent = !configuration.cleanStart
@@ -116,6 +139,10 @@ final class ClientCore: @unchecked Sendable {
 
     deinit {
         mosquitto_destroy(handle)
+        if let wakePipe {
+            close(wakePipe.read)
+            close(wakePipe.write)
+        }
     }
 
     /// The endpoint connected to, or being tried next.
@@ -199,6 +226,7 @@ final class ClientCore: @unchecked Sendable {
         if !(qos > .atMostOnce && rc == Int32(MOSQ_ERR_NO_CONN.rawValue)) {
             try MQTTError.check(rc, "mosquitto_publish_v5", context: "topic '\(topic)', \(payload.count) bytes")
         }
+        wakeLoop()
         if qos == .atMostOnce {
             state.withLock { state in
                 if state.early.removeValue(forKey: mid) == nil { state.waiters[mid] = .ignore }
@@ -218,6 +246,7 @@ final class ClientCore: @unchecked Sendable {
         }
         var mid: Int32 = 0
         let rc = mosquitto_subscribe_v5(handle, &mid, filter, qos.rawValue, 0, nil)
+        wakeLoop()
         if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) || (!connected && rc != Int32(MOSQ_ERR_SUCCESS.rawValue)) {
             // Not connected: the filter is remembered and sent on the next connection.
             return .offlineSubscribe(filter)
@@ -235,6 +264,7 @@ final class ClientCore: @unchecked Sendable {
         }
         var mid: Int32 = 0
         let rc = mosquitto_unsubscribe_v5(handle, &mid, filter, nil)
+        wakeLoop()
         // Not connected: forgetting the filter is enough, since it is only restored from our list
         // (a resumed session that still holds it is unsubscribed on the next connection).
         if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) { return .nothing }
@@ -371,6 +401,7 @@ final class ClientCore: @unchecked Sendable {
             } else {
                 _ = mosquitto_disconnect(handle)
             }
+            wakeLoop()
             wake.signal()
         } else {
             finishIfNeverStarted()
@@ -418,7 +449,7 @@ final class ClientCore: @unchecked Sendable {
                     continue
                 }
             }
-            let rc = mosquitto_loop(handle, 500, 1)
+            let rc = onBurstEnd == nil ? mosquitto_loop(handle, 500, 1) : runBurst()
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) {
                 socketOpen = false
                 if state.withLock({ $0.stopRequested }) { break }
@@ -432,6 +463,66 @@ final class ClientCore: @unchecked Sendable {
         }
         state.withLock { $0.loopExited = true }
         closeEverything()
+    }
+
+    /// Packets read at most before `onBurstEnd` runs and the acknowledgements go out: bounds
+    /// how long the first arrival of a burst waits for its journal commit.
+    static let maxBurst = 256
+
+    /// One turn of the loop for a client with `onBurstEnd`, in place of `mosquitto_loop`:
+    /// reads every packet already waiting (up to ``maxBurst``), runs `onBurstEnd`, and only then
+    /// writes. libmosquitto queues the PUBACK of a QoS 1 message while reading it (this is a
+    /// threaded client: packets are written only by the loop), so a journal committed in
+    /// `onBurstEnd` holds every message of the burst before the broker hears it was received:
+    /// `kill -9` before the commit leaves them unacknowledged, and the broker sends them again.
+    /// `mosquitto_loop` reads one packet per turn and writes in the same turn.
+    private func runBurst() -> Int32 {
+        let success = Int32(MOSQ_ERR_SUCCESS.rawValue)
+        let socket = mosquitto_socket(handle)
+        guard socket >= 0 else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
+        var fds = [
+            pollfd(fd: socket, events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0),
+            pollfd(fd: wakePipe?.read ?? -1, events: Int16(POLLIN), revents: 0),
+        ]
+        let ready = poll(&fds, nfds_t(fds.count), 500)
+        if ready < 0 { return errno == EINTR ? success : Int32(MOSQ_ERR_ERRNO.rawValue) }
+        if fds[1].revents & Int16(POLLIN) != 0, let wakePipe {
+            var drained = [UInt8](repeating: 0, count: 64)
+            while read(wakePipe.read, &drained, drained.count) == drained.count {}
+        }
+        if fds[0].revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0 {
+            var reads = 0
+            repeat {
+                let rc = mosquitto_loop_read(handle, 1)
+                reads += 1
+                guard rc == success, mosquitto_socket(handle) >= 0 else {
+                    // The connection is gone: what was read is still journalled (its PUBACKs
+                    // were never written, so the broker sends it again: a duplicate at worst).
+                    onBurstEnd?()
+                    return rc == success ? Int32(MOSQ_ERR_NO_CONN.rawValue) : rc
+                }
+            } while reads < Self.maxBurst && Self.readable(socket)
+            onBurstEnd?()
+        }
+        if mosquitto_want_write(handle) {
+            let rc = mosquitto_loop_write(handle, 1)
+            if rc != success { return rc }
+        }
+        return mosquitto_loop_misc(handle)
+    }
+
+    /// Whether `socket` has bytes to read now.
+    private static func readable(_ socket: Int32) -> Bool {
+        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        return poll(&fd, 1, 0) > 0 && fd.revents & Int16(POLLIN) != 0
+    }
+
+    /// Cuts the burst loop's poll short: another thread queued a packet for it to write.
+    private func wakeLoop() {
+        guard let wakePipe else { return }
+        var byte: UInt8 = 1
+        // A full pipe already wakes the loop: a failed write loses nothing.
+        _ = write(wakePipe.write, &byte, 1)
     }
 
     private func connectSocket() -> Int32 {

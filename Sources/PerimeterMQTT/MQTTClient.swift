@@ -27,12 +27,15 @@ public final class MQTTClient: Sendable {
     /// Creates the client; nothing touches the network until ``connect(timeout:)``.
     /// - Throws: ``MQTTError`` when libmosquitto rejects the configuration (e.g. an unreadable CA file).
     /// - Parameter onReceive: called on the client's network thread for every inbound message,
-    ///   before it is queued on ``messages``. With QoS 1 libmosquitto acknowledges a message as
-    ///   it arrives, so a service that must not lose one across a crash journals it here,
-    ///   synchronously, shrinking the window between acknowledgement and durability to the
-    ///   journal write. Keep it short: it holds up the network loop.
+    ///   before it is queued on ``messages``. Keep it short: it holds up the network loop.
+    /// - Parameter onBurstEnd: called on the network thread after each burst of inbound
+    ///   packets (every packet already waiting on the socket, up to 256), before any of their
+    ///   acknowledgements is written. A service that journals what `onReceive` gave it commits
+    ///   here, once per burst: a QoS 1 message is acknowledged only once it is durable, so
+    ///   `kill -9` at any moment loses nothing the broker would not send again.
     public init(
-        _ configuration: MQTTConfiguration, onReceive: (@Sendable (MQTTMessage) -> Void)? = nil
+        _ configuration: MQTTConfiguration, onReceive: (@Sendable (MQTTMessage) -> Void)? = nil,
+        onBurstEnd: (@Sendable () -> Void)? = nil
     )
         throws(MQTTError)
     {
@@ -41,7 +44,8 @@ public final class MQTTClient: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(
             of: MQTTMessage.self, bufferingPolicy: .bufferingOldest(max(1, configuration.inboundBufferSize)))
         messages = MQTTMessages(stream: stream)
-        core = try ClientCore(configuration: configuration, inbound: continuation, onReceive: onReceive)
+        core = try ClientCore(
+            configuration: configuration, inbound: continuation, onReceive: onReceive, onBurstEnd: onBurstEnd)
     }
 
     deinit {

@@ -1,11 +1,12 @@
 import Foundation
+import PerimeterMQTT
 import PerimeterStore
 
 /// The notifier's arrival journal: every inbound message as it arrived, until processed, in
 /// a SQLite file of its own beside `notifier.database` (`{database}.arrivals`).
 ///
-/// The MQTT client's network thread journals each message before libmosquitto acknowledges
-/// it, one commit each. In the same file as the outbox, each of those commits waited for the
+/// The MQTT client's network thread journals each burst of messages in one commit before
+/// their acknowledgements are written (``ArrivalJournal``). In the same file as the outbox, each of those commits waited for the
 /// lock behind the processing loop's and the deliverer's transactions, and the network thread
 /// (which also reads the next message) stood still meanwhile: arrivals and processing took
 /// turns a message at a time (`bench notifier`: about 5,000 events/s). Here a journal write
@@ -67,6 +68,13 @@ public final class NotifierArrivals {
         _ = try database.run(
             "INSERT INTO inbox(topic, payload, received) VALUES (?, ?, ?)", topic, payload,
             received.timeIntervalSince1970)
+    }
+
+    /// Appends `messages` in order, in one transaction (the network thread's group commit).
+    public func journal(_ messages: [MQTTMessage], received: Date) throws {
+        try database.transaction {
+            for message in messages { try journal(topic: message.topic, payload: message.payload, received: received) }
+        }
     }
 
     /// The oldest `limit` messages not yet removed, oldest first.

@@ -151,8 +151,8 @@ final class NotifierRuntime {
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let wakes = Wakes<Reload>()
-        let journal = ArrivalJournal(logger: logger) {
-            try arrivals.journal(topic: $0.topic, payload: $0.payload, received: clock.now)
+        let journal = ArrivalJournal(logger: logger) { messages in
+            try arrivals.journal(messages, received: clock.now)
             wakes.work()
         }
         var mqtt = configuration.broker.mqttConfiguration(
@@ -162,7 +162,7 @@ final class NotifierRuntime {
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
         // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
         mqtt.inboundBufferSize = 0
-        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) })
+        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) }, onBurstEnd: { journal.flush() })
         let server = try startHTTP(client, journal: journal, backlog: backlog)
         defer { server?.stop() }
         try await client.connect(timeout: .seconds(366 * 86_400))

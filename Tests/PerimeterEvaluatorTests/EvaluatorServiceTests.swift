@@ -429,6 +429,33 @@ struct EvaluatorServiceTests {
         await harness.stop()
     }
 
+    @Test(
+        "kill -9 inside a group commit (the burst's rows written, not committed, not acknowledged): after a restart the events equal a fault-free run"
+    )
+    func killInsideGroupCommit() async throws {
+        let (regions, points) = try Self.trackVenue()
+        let harness = try await EvaluatorHarness(regions: regions)
+        try await harness.startEvaluator(environment: ["PERIMETER_FAULT_KILL_IN_JOURNAL": "8"])
+        let expected = Self.expectedTransitions(regions: regions, points: points, subject: "car")
+        // The whole track at once, without waiting for each acknowledgement: bursts of several
+        // messages, one of which the evaluator dies inside.
+        try await harness.publisher.publish(
+            batch: points.map {
+                MQTTMessage(
+                    topic: harness.topics.gps(agent: "car"), payload: Array(Self.fix($0).serialized().utf8),
+                    qos: .atLeastOnce)
+            })
+        #expect(try await harness.waitForEvaluatorExit(), "the fault fired")
+        let died = harness.evaluatorOutput
+        #expect(died.contains("fault injection: SIGKILL inside a group commit of"), "\(died.suffix(2000))")
+        try await harness.startEvaluator()
+        let seen = try await Self.expectFaultFreeEvents(harness, expected: expected, marker: points[25])
+        var order: [String] = []
+        for id in seen.compactMap({ $0["id"]?.stringValue }) where !order.contains(id) { order.append(id) }
+        #expect(order == expected.map(\.id))
+        await harness.stop()
+    }
+
     @Test("1,000 hostile messages: each on the deadletter topic with a reason; later answers still right")
     func hostileMessages() async throws {
         let harness = try await EvaluatorHarness(
