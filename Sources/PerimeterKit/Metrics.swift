@@ -11,9 +11,11 @@ public final class Metrics: Sendable {
         var kind: Kind
         var help: String
         var buckets: [Double]
-        /// Label set (sorted `name="value"` pairs) → value, or histogram state.
-        var values: [String: Double] = [:]
-        var histograms: [String: Histogram] = [:]
+        /// Label set → value, or histogram state. Keyed by the labels themselves: their text
+        /// (sorted, escaped `name="value"` pairs) is built only for the exposition, not on every
+        /// counted message (it was 3–4% of the evaluator's processing, `perf`, bench pipeline).
+        var values: [[String: String]: Double] = [:]
+        var histograms: [[String: String]: Histogram] = [:]
     }
 
     struct Histogram: Sendable {
@@ -35,19 +37,17 @@ public final class Metrics: Sendable {
 
     /// Adds to a counter (or a gauge).
     public func add(_ name: String, _ value: Double = 1, labels: [String: String] = [:]) {
-        let key = Self.labelText(labels)
-        families.withLock { $0[name]?.values[key, default: 0] += value }
+        families.withLock { $0[name]?.values[labels, default: 0] += value }
     }
 
     /// Sets a gauge.
     public func set(_ name: String, _ value: Double, labels: [String: String] = [:]) {
-        let key = Self.labelText(labels)
-        families.withLock { $0[name]?.values[key] = value }
+        families.withLock { $0[name]?.values[labels] = value }
     }
 
     /// Records one observation in a histogram.
     public func observe(_ name: String, _ value: Double, labels: [String: String] = [:]) {
-        let key = Self.labelText(labels)
+        let key = labels
         families.withLock { families in
             guard var family = families[name], family.kind == .histogram else { return }
             var histogram =
@@ -62,8 +62,7 @@ public final class Metrics: Sendable {
 
     /// The current value of a counter or gauge series (for tests and health checks).
     public func value(_ name: String, labels: [String: String] = [:]) -> Double? {
-        let key = Self.labelText(labels)
-        return families.withLock { $0[name]?.values[key] }
+        families.withLock { $0[name]?.values[labels] }
     }
 
     /// Everything, in the Prometheus text exposition format.
@@ -75,12 +74,14 @@ public final class Metrics: Sendable {
             text += "# HELP \(name) \(family.help)\n# TYPE \(name) \(family.kind.rawValue)\n"
             switch family.kind {
             case .counter, .gauge:
-                for key in family.values.keys.sorted() {
-                    text += "\(name)\(key.isEmpty ? "" : "{\(key)}") \(Self.number(family.values[key]!))\n"
+                for (key, value) in family.values.map({ (Self.labelText($0.key), $0.value) }).sorted(by: { $0.0 < $1.0 }
+                ) {
+                    text += "\(name)\(key.isEmpty ? "" : "{\(key)}") \(Self.number(value))\n"
                 }
             case .histogram:
-                for key in family.histograms.keys.sorted() {
-                    let histogram = family.histograms[key]!
+                for (key, histogram) in family.histograms.map({ (Self.labelText($0.key), $0.value) }).sorted(by: {
+                    $0.0 < $1.0
+                }) {
                     let prefix = key.isEmpty ? "" : key + ","
                     for (index, bound) in family.buckets.enumerated() {
                         text += "\(name)_bucket{\(prefix)le=\"\(Self.number(bound))\"} \(histogram.counts[index])\n"
