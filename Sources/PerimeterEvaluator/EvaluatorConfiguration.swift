@@ -78,6 +78,10 @@ public struct EvaluatorConfiguration: ServiceSettings {
     /// Journal rows processed and committed together (group commit): one short write
     /// transaction for many arrivals instead of one each.
     public var groupCommitRows: Int = 1_024
+    /// Journal rows waiting to be processed at which the evaluator stops reading arrivals until
+    /// processing is down to three quarters of it (the broker queues the rest): bounds the
+    /// journal and keeps the CPU for processing under overload.
+    public var maxJournalBacklog: Int = 20_000
     /// Published messages not yet acknowledged before processing waits for the broker
     /// (bounds libmosquitto's queue, and so the evaluator's memory, whatever the broker does).
     public var maxUnacknowledged: Int = 20_000
@@ -139,6 +143,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         let refusedRetention = reader.double("evaluator.refusedRetention", default: 7 * 86_400, range: 0...86_400 * 365)
         let groupCommitRows = reader.int("evaluator.groupCommitRows", default: 1_024, range: 1...100_000)
         let maxUnacknowledged = reader.int("evaluator.maxUnacknowledged", default: 20_000, range: 100...1_000_000)
+        let maxJournalBacklog = reader.int("evaluator.maxJournalBacklog", default: 20_000, range: 1_000...100_000_000)
         let http = reader.hostPort("evaluator.http")
         let healthMaxLag = reader.double("evaluator.healthMaxLag", default: 30, range: 0.1...86_400)
         let role = reader.choice("evaluator.role", default: LeasePolicy.Role.active)
@@ -200,6 +205,7 @@ public struct EvaluatorConfiguration: ServiceSettings {
         configuration.refusedRetention = refusedRetention
         configuration.groupCommitRows = groupCommitRows
         configuration.maxUnacknowledged = maxUnacknowledged
+        configuration.maxJournalBacklog = maxJournalBacklog
         configuration.http = http
         configuration.healthMaxLag = healthMaxLag
         configuration.role = role

@@ -454,6 +454,10 @@ final class EvaluatorRuntime {
         }
         let limit = configuration.limits.maxPayloadBytes
         let metrics = metrics
+        let intake = IntakeGate(highWater: configuration.maxJournalBacklog)
+        self.intake = intake
+        intake.processed(through: cursor, now: clock.now)
+        defer { intake.openForever() }
         let journal = ArrivalJournal(logger: logger) { [clock, progress] messages in
             // Sizes are checked before anything is stored: an oversized payload leaves a stub.
             let received = clock.now
@@ -469,6 +473,7 @@ final class EvaluatorRuntime {
                 }
             }
             for (message, seq) in zip(messages, seqs) { progress.journalled(message.topic, seq: seq) }
+            if let last = seqs.last { intake.journalled(through: last, now: received) }
             signalWork()
         }
         // What arrives is journalled, except what is kept in memory only.
@@ -497,7 +502,14 @@ final class EvaluatorRuntime {
         // queued on `client.messages` (a second copy of each message that nobody read).
         mqtt.inboundBufferSize = 0
         arrivals = journal
-        let client = try MQTTClient(mqtt, onReceive: receive, onBurstEnd: { journal.flush() })
+        // After each burst: its group commit, then (past `maxJournalBacklog`) a pause before the
+        // next read, so that the processor keeps the CPU and the broker keeps the rest.
+        let client = try MQTTClient(
+            mqtt, onReceive: receive,
+            onBurstEnd: {
+                journal.flush()
+                intake.waitForRoom()
+            })
         // Outputs go out on a connection of their own. On the one connection, the network thread
         // that reads arrivals (and waits its turn at the journal while the processor commits)
         // also read the outputs' acknowledgements: under 4× overload the evaluator processed
@@ -792,6 +804,8 @@ final class EvaluatorRuntime {
 
     /// The network thread's journal (set once connected).
     private var arrivals: ArrivalJournal?
+    /// Holds the network thread back past `maxJournalBacklog` (set once serving).
+    private var intake: IntakeGate?
 
     /// What processing one journal row gave, before it is committed.
     private struct Processed {
@@ -884,7 +898,10 @@ final class EvaluatorRuntime {
             cursor = rows.last!.seq
             progress.processed.store(cursor, ordering: .releasing)
             sinceSnapshot += rows.count
-            stats.lastLag = now.timeIntervalSince(rows.last!.received)
+            intake?.processed(through: cursor, now: now)
+            stats.lastLag =
+                intake?.lag(processing: now.timeIntervalSince(rows.last!.received), now: now)
+                ?? now.timeIntervalSince(rows.last!.received)
             metrics.set("perimeter_lag_seconds", stats.lastLag)
             // A standby keeps its outbox for a takeover (dropped after standbyWindow); ranging
             // and other ephemeral messages are the active's to send.
