@@ -519,7 +519,7 @@ final class EvaluatorRuntime {
             clientID: configuration.broker.clientID + "-out", cleanStart: false)
         outbound.sessionExpiry = UInt32(configuration.sessionExpiry)
         let output = try MQTTClient(outbound)
-        let server = try startHTTP(client, output: output, journal: journal)
+        let server = try startHTTP(client, output: output, journal: journal, intake: intake)
         defer { server?.stop() }
         // The broker may come up after us: keep trying (the client backs off), and say so.
         let patience = Task { [logger, clock, endpoint = mqtt.endpoint] in
@@ -1157,6 +1157,7 @@ final class EvaluatorRuntime {
         metrics.declare(
             "perimeter_live_stops_total", .counter, help: "Live streams stopped, by venue and reason.")
         ArrivalJournal.declareMetrics(in: metrics)
+        IntakeGate.declareMetrics(in: metrics)
         metrics.declare(
             "perimeter_agent_messages_missing_total", .counter,
             help: "Observations missing from agents' numbering (n), by venue: lost between agent and evaluator.")
@@ -1189,7 +1190,9 @@ final class EvaluatorRuntime {
     /// Starts `/metrics` and `/healthz` when configured. Health: the broker connected, the
     /// database writable (a write transaction opened and rolled back on a connection of its
     /// own), processing lag below `healthMaxLag`.
-    private func startHTTP(_ client: MQTTClient, output: MQTTClient, journal: ArrivalJournal) throws -> HTTPServer? {
+    private func startHTTP(
+        _ client: MQTTClient, output: MQTTClient, journal: ArrivalJournal, intake: IntakeGate
+    ) throws -> HTTPServer? {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let degradation = degradation
@@ -1201,6 +1204,7 @@ final class EvaluatorRuntime {
                 metrics.set(
                     "perimeter_broker_connected", client.state.isConnected && output.state.isConnected ? 1 : 0)
                 journal.updateMetrics(metrics)
+                intake.updateMetrics(metrics)
                 return HTTPServer.Response(
                     contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.exposition())
             case "/healthz":

@@ -35,6 +35,7 @@ public final class IntakeGate: Sendable {
     }
 
     private let state = Mutex(State())
+    private let holds = Atomic<Int>(0)
 
     /// - Parameter highWater: the backlog at which intake is held (rows).
     /// - Parameter lowWater: the backlog at which it resumes; `highWater * 3 / 4` by default.
@@ -49,6 +50,7 @@ public final class IntakeGate: Sendable {
             state.journalled = max(state.journalled, seq)
             if !state.holding && state.backlog >= highWater {
                 state.holding = true
+                holds.add(1, ordering: .relaxed)
                 if state.episodeStart == nil { state.episodeStart = now }
             }
         }
@@ -66,6 +68,21 @@ public final class IntakeGate: Sendable {
             return state.waiters
         }
         released.forEach { $0.signal() }
+    }
+
+    /// How many times intake was held.
+    public var timesHeld: Int { holds.load(ordering: .relaxed) }
+
+    /// What a service's `/metrics` says of its intake.
+    public static func declareMetrics(in metrics: Metrics) {
+        metrics.declare(
+            "perimeter_intake_holds_total", .counter,
+            help: "Times the service stopped reading arrivals because its journal backlog reached its bound.")
+    }
+
+    /// Brings `/metrics` up to date (called as it is served).
+    public func updateMetrics(_ metrics: Metrics) {
+        metrics.set("perimeter_intake_holds_total", Double(timesHeld))
     }
 
     /// Whether intake is held now.

@@ -319,6 +319,25 @@ struct TrustBoundaryTests {
         await harness.stop()
     }
 
+    @Test(
+        "intakeHeld: 5,000 fixes at once past maxJournalBacklog 1,000: reading stops and resumes, none is lost, the holds are counted"
+    )
+    func intakeHeld() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Self.hall]), evaluator: ["http": "127.0.0.1:0", "maxJournalBacklog": 1000])
+        try await harness.startEvaluator()
+        let port = try harness.metricsPort()
+        let (agents, each) = (50, 100)
+        try await Self.burst(harness, port: port, agents: agents, each: each)
+        let given = try Self.given(port) - Self.markersGiven(port)
+        let missing = try Self.metric(port, "perimeter_agent_messages_missing_total").reduce(0, +)
+        let holds = try Self.metric(port, "perimeter_intake_holds_total").reduce(0, +)
+        #expect(given == Double(agents * (each + 1)), "missing \(missing)")
+        #expect(missing == 0)
+        #expect(holds >= 1, "a backlog of 5,000 never reached 1,000?")
+        await harness.stop()
+    }
+
     @Test("journalRetention: a quiet venue's journal is pruned by a snapshot every snapshotInterval (manual clock)")
     func journalRetention() async throws {
         let harness = try await EvaluatorHarness(
