@@ -60,18 +60,6 @@ public final class ArrivalJournal: @unchecked Sendable {
     /// Messages lost because every attempt to journal them failed (each logged as an error).
     public var lost: Int { failed.load(ordering: .relaxed) }
 
-    /// What a service's `/metrics` says of its journal (the evaluator's and the notifier's alike).
-    public static func declareMetrics(in metrics: Metrics) {
-        metrics.declare(
-            "perimeter_journal_lost_total", .counter,
-            help: "Arrivals acknowledged to the broker that the journal could not write after retries: lost.")
-    }
-
-    /// Brings `/metrics` up to date (called as it is served).
-    public func updateMetrics(_ metrics: Metrics) {
-        metrics.set("perimeter_journal_lost_total", Double(lost))
-    }
-
     /// The `/healthz` `degraded` line while any arrival was lost; nil otherwise.
     public var degradation: String? {
         let lost = lost
@@ -164,4 +152,12 @@ public final class ArrivalJournal: @unchecked Sendable {
         }
         return try body()
     }
+}
+
+/// What a service's `/metrics` says of its journal (the evaluator's and the notifier's alike).
+extension ArrivalJournal: CountedInMetrics {
+    public static let counterName = "perimeter_journal_lost_total"
+    public static let counterHelp =
+        "Arrivals acknowledged to the broker that the journal could not write after retries: lost."
+    public var counterValue: Int { lost }
 }

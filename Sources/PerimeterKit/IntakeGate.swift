@@ -73,18 +73,6 @@ public final class IntakeGate: Sendable {
     /// How many times intake was held.
     public var timesHeld: Int { holds.load(ordering: .relaxed) }
 
-    /// What a service's `/metrics` says of its intake.
-    public static func declareMetrics(in metrics: Metrics) {
-        metrics.declare(
-            "perimeter_intake_holds_total", .counter,
-            help: "Times the service stopped reading arrivals because its journal backlog reached its bound.")
-    }
-
-    /// Brings `/metrics` up to date (called as it is served).
-    public func updateMetrics(_ metrics: Metrics) {
-        metrics.set("perimeter_intake_holds_total", Double(timesHeld))
-    }
-
     /// Whether intake is held now.
     public var isHolding: Bool { state.withLock { $0.holding && !$0.open } }
 
@@ -125,4 +113,12 @@ public final class IntakeGate: Sendable {
         }
         released.forEach { $0.signal() }
     }
+}
+
+/// What a service's `/metrics` says of its intake.
+extension IntakeGate: CountedInMetrics {
+    public static let counterName = "perimeter_intake_holds_total"
+    public static let counterHelp =
+        "Times the service stopped reading arrivals because its journal backlog reached its bound."
+    public var counterValue: Int { timesHeld }
 }

@@ -119,3 +119,22 @@ public final class Metrics: Sendable {
         return String(value)
     }
 }
+
+/// A count a part of a service's pipeline keeps (the journal's losses, the intake's holds) and
+/// the service's `/metrics` shows as one counter: declared once, brought up to date as served.
+public protocol CountedInMetrics {
+    static var counterName: String { get }
+    static var counterHelp: String { get }
+    var counterValue: Int { get }
+}
+
+extension CountedInMetrics {
+    public static func declareMetrics(in metrics: Metrics) {
+        metrics.declare(counterName, .counter, help: counterHelp)
+    }
+
+    /// Brings `/metrics` up to date (called as it is served).
+    public func updateMetrics(_ metrics: Metrics) {
+        metrics.set(Self.counterName, Double(counterValue))
+    }
+}
