@@ -87,6 +87,9 @@ public struct NotifierConfiguration: ServiceSettings {
     public var delivery: Delivery
     public var retention = Retention()
     public var sessionExpiry: Int = 86_400
+    /// Arrivals journalled and not processed at which the notifier stops reading until
+    /// processing is down to three quarters of it (the broker queues the rest; ``IntakeGate``).
+    public var maxJournalBacklog: Int = 20_000
     /// Larger inbound payloads are dead-lettered unread (`tooLarge`).
     public var maxPayloadBytes: Int = 65_536
     public var http: (host: String, port: Int)?
@@ -134,6 +137,7 @@ public struct NotifierConfiguration: ServiceSettings {
         let sessionExpiry = reader.int("notifier.sessionExpiry", default: 86_400, range: 0...Int(UInt32.max))
         let http = reader.hostPort("notifier.http")
         let maxPayload = reader.int("notifier.maxPayloadBytes", default: 65_536, range: 64...16_777_216)
+        let maxJournalBacklog = reader.int("notifier.maxJournalBacklog", default: 20_000, range: 1_000...100_000_000)
         let log = LogSettings.read(from: reader)
         if delivery.maxBackoff < delivery.initialBackoff {
             reader.reject("notifier.maxBackoff", "must not be below notifier.initialBackoff")
@@ -180,6 +184,7 @@ public struct NotifierConfiguration: ServiceSettings {
         configuration.retention = retention
         configuration.http = http
         configuration.maxPayloadBytes = maxPayload
+        configuration.maxJournalBacklog = maxJournalBacklog
         return configuration
     }
 

@@ -146,13 +146,17 @@ final class NotifierRuntime {
         let arrivals = try NotifierArrivals(
             path: NotifierArrivals.path(for: configuration.databasePath), exclusive: true)
         try moveEarlierInbox(to: arrivals)
-        let backlog = ArrivalsBacklog(waiting: try arrivals.count())
+        let backlog = ArrivalsBacklog(
+            waiting: try arrivals.count(), highWater: configuration.maxJournalBacklog, now: clock.now)
+        defer { backlog.intake.openForever() }
         let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let wakes = Wakes<Reload>()
         let journal = ArrivalJournal(logger: logger) { messages in
-            try arrivals.journal(messages, received: clock.now)
+            let now = clock.now
+            try arrivals.journal(messages, received: now)
+            backlog.journalled(messages.count, now: now)
             wakes.work()
         }
         var mqtt = configuration.broker.mqttConfiguration(
@@ -162,7 +166,12 @@ final class NotifierRuntime {
         mqtt.sessionExpiry = UInt32(configuration.sessionExpiry)
         // Arrivals are journalled on the network thread; nothing is queued on `client.messages`.
         mqtt.inboundBufferSize = 0
-        let client = try MQTTClient(mqtt, onReceive: { journal.append($0) }, onBurstEnd: { journal.flush() })
+        let client = try MQTTClient(
+            mqtt, onReceive: { journal.append($0) },
+            onBurstEnd: {
+                journal.flush()
+                backlog.intake.waitForRoom()
+            })
         let server = try startHTTP(client, journal: journal, backlog: backlog)
         defer { server?.stop() }
         try await client.connect(timeout: .seconds(366 * 86_400))
@@ -273,7 +282,7 @@ final class NotifierRuntime {
                 }
             }
             try journal.withProcessorTurn { try arrivals.removeInbox(first...last) }
-            backlog.processed(rows.count)
+            backlog.processed(rows.count, now: clock.now)
             if enqueued > 0 { doorbell.ring() }
             for (topic, record) in deadletters {
                 try? await client.publish(topic, record.serialized(), qos: .atLeastOnce)
@@ -444,6 +453,7 @@ final class NotifierRuntime {
             "perimeter_notifier_arrivals_pending", .gauge,
             help: "Events journalled and not yet processed (the arrivals file's backlog).")
         ArrivalJournal.declareMetrics(in: metrics)
+        IntakeGate.declareMetrics(in: metrics)
         metrics.declare("perimeter_notifier_outbox", .gauge, help: "Outbox rows by state.")
         metrics.declare("perimeter_broker_connected", .gauge, help: "1 while connected to the broker, as last checked.")
     }
@@ -459,9 +469,10 @@ final class NotifierRuntime {
             case "/metrics":
                 metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
                 journal.updateMetrics(metrics)
+                backlog.intake.updateMetrics(metrics)
                 metrics.set(
                     "perimeter_notifier_arrivals_pending",
-                    Double(backlog.pending(journalled: journal.written.load(ordering: .relaxed))))
+                    Double(backlog.pending))
                 if let store = try? NotifierStore(path: path, readOnly: true) {
                     for state in NotifierStore.State.allCases {
                         metrics.set(
@@ -494,15 +505,26 @@ final class NotifierRuntime {
 /// notifier alone (``NotifierArrivals``), so `/metrics` cannot count its rows from outside.
 /// Waiting = what was there at start + what the journal wrote since − what was processed.
 final class ArrivalsBacklog: Sendable {
-    private let waitingAtStart: Int
+    /// Holds the network thread back past `notifier.maxJournalBacklog`.
+    let intake: IntakeGate
+    /// Counted from the arrivals waiting at the start.
+    private let journalled: Atomic<Int>
     private let processedSinceStart = Atomic<Int>(0)
 
-    init(waiting: Int) { waitingAtStart = waiting }
-
-    func processed(_ count: Int) { processedSinceStart.add(count, ordering: .relaxed) }
-
-    /// - Parameter journalled: what the journal has written since the start.
-    func pending(journalled: Int) -> Int {
-        max(0, waitingAtStart + journalled - processedSinceStart.load(ordering: .relaxed))
+    init(waiting: Int, highWater: Int, now: Date) {
+        intake = IntakeGate(highWater: highWater)
+        journalled = Atomic(waiting)
+        intake.journalled(through: Int64(waiting), now: now)
     }
+
+    /// The network thread committed `count` more arrivals.
+    func journalled(_ count: Int, now: Date) {
+        intake.journalled(through: Int64(journalled.add(count, ordering: .relaxed).newValue), now: now)
+    }
+
+    func processed(_ count: Int, now: Date) {
+        intake.processed(through: Int64(processedSinceStart.add(count, ordering: .relaxed).newValue), now: now)
+    }
+
+    var pending: Int { max(0, journalled.load(ordering: .relaxed) - processedSinceStart.load(ordering: .relaxed)) }
 }

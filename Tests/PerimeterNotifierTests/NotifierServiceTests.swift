@@ -111,6 +111,49 @@ struct NotifierServiceTests {
         await harness.stop()
     }
 
+    @Test(
+        "3,000 events at once past maxJournalBacklog 1,000: reading stops and resumes, every notification goes out, the holds are counted"
+    )
+    func intakeHeld() async throws {
+        let harness = try await NotifierHarness()
+        do {
+            let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
+            let metricsPort = probe.port
+            probe.stop()
+            try harness.configure(
+                rules: "[" + rule("hello", channel: "app", regions: "hall") + "]", channels: ["app": ["type": "mqtt"]],
+                notifier: ["maxJournalBacklog": 1000, "http": .string("127.0.0.1:\(metricsPort)")])
+            try await harness.startNotifier()
+            let count = 3000
+            try await harness.publisher.publish(
+                batch: (0..<count).map { n in
+                    let payload: JSONValue = [
+                        "id": .string("burst-\(n)"), "event": "enter", "venue": .string(NotifierHarness.venue),
+                        "region": "hall", "subject": .string("s\(n)"), "t": .string(Timestamp.format(t0)), "seq": 1,
+                        "source": "gps",
+                    ]
+                    return MQTTMessage(
+                        topic: "\(harness.root)/enter/hall/s\(n)", payload: Array(payload.serialized().utf8),
+                        qos: .atLeastOnce)
+                })
+            try await harness.waitUntilProcessed()
+            #expect(try harness.outboxCount(rule: "hello") == count)
+            try await harness.waitFor("every notification", timeout: .seconds(120)) {
+                harness.payloads("notifications/app/").count >= count
+            }
+            let metrics = try httpGet(port: metricsPort, path: "/metrics").body
+            let holds = metrics.split(separator: "\n").first { $0.hasPrefix("perimeter_intake_holds_total ") }
+                .flatMap { $0.split(separator: " ").last.flatMap { Double($0) } }
+            #expect((holds ?? 0) >= 1, "a backlog of 3,000 never reached 1,000? \(holds ?? -1)")
+            #expect(metrics.contains("perimeter_notifier_arrivals_pending 0"))
+            #expect(metrics.contains("perimeter_journal_lost_total 0"))
+        } catch {
+            await harness.stop()
+            throw error
+        }
+        await harness.stop()
+    }
+
     @Test("webhook: signed; 500 then success; 429 honours Retry-After; dead after N attempts with a deadletter")
     func webhookRetries() async throws {
         let harness = try await NotifierHarness()
