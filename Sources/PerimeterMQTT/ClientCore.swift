@@ -22,7 +22,7 @@ final class ClientCore: @unchecked Sendable {
     let onReceive: (@Sendable (MQTTMessage) -> Void)?
     /// Called on the network thread after a burst of reads, before their acknowledgements are
     /// written (see ``MQTTClient/init(_:onReceive:onBurstEnd:)``). With it the client runs its
-    /// own loop (``runBurst()``), woken through `wakeFD` when another thread queues a packet.
+    /// own loop (``runBurst()``), woken through `wakePipe` when another thread queues a packet.
     let onBurstEnd: (@Sendable () -> Void)?
     /// A pipe (read end, write end) that cuts the burst loop's poll short (nil without
     /// `onBurstEnd`); both ends non-blocking.
