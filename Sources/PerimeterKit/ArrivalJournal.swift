@@ -28,6 +28,7 @@ public final class ArrivalJournal: @unchecked Sendable {
     private let write: ([MQTTMessage]) throws -> Void
     private let logger: Logger
     private let retryDelays: [Duration]
+    private let pause: @Sendable (Duration) -> Void
     private var pending: [MQTTMessage] = []
     public let written = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
@@ -46,15 +47,20 @@ public final class ArrivalJournal: @unchecked Sendable {
     ///   arrivals (the broker queues them); the default waits 3.3 s in all, well inside the
     ///   keep-alive. A burst still not written after them is counted lost: the client goes on
     ///   and acknowledges it.
+    /// - Parameter pause: waits a retry delay on the network thread (it has nothing else to do
+    ///   until the write succeeds: a bounded backoff, not a poll); tests pass a wait they
+    ///   control.
     /// - Parameter write: writes the messages, in order, in one transaction.
     public init(
         logger: Logger,
         retryDelays: [Duration] = [.milliseconds(10), .milliseconds(50), .milliseconds(250), .seconds(1), .seconds(2)],
+        pause: @escaping @Sendable (Duration) -> Void = ArrivalJournal.sleep,
         write: @escaping ([MQTTMessage]) throws -> Void
     ) {
         self.write = write
         self.logger = logger
         self.retryDelays = retryDelays
+        self.pause = pause
     }
 
     /// Messages lost because every attempt to journal them failed (each logged as an error).
@@ -128,9 +134,8 @@ public final class ArrivalJournal: @unchecked Sendable {
         try body()
     }
 
-    /// Waits `delay` on the network thread before the next attempt: it has nothing else to do
-    /// until the write succeeds (a bounded backoff, not a poll).
-    private func pause(_ delay: Duration) {
+    /// The default pause: the calling thread sleeps `delay`.
+    public static func sleep(_ delay: Duration) {
         Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
     }
 

@@ -78,22 +78,32 @@ struct ArrivalJournalTests {
     @Test("the processor's turn runs while a retry waits: the wait is outside the turn")
     func retryWaitLeavesTheTurn() async throws {
         let write = FlakyWrite(failures: 1)
+        // The retry's wait, held until the test lets it go: no race with a real delay.
+        let pausing = Atomic<Bool>(false)
+        let go = DispatchSemaphore(value: 0)
         let journal = ArrivalJournal(
             logger: Logger(label: "test", level: .error, handler: InMemoryLogHandler()),
-            retryDelays: [.seconds(2)]
+            retryDelays: [.seconds(2)],
+            pause: { _ in
+                pausing.store(true, ordering: .releasing)
+                go.wait()
+            }
         ) { try write($0) }
         // The network thread's part, on a thread of its own (it blocks while it waits).
         Thread {
             journal.append(Self.message(1))
             journal.flush()
         }.start()
-        // The first attempt has failed once the write was called; the append then waits 2 s.
-        try await waitUntil("the first attempt", timeout: .seconds(30), every: .milliseconds(1)) {
-            write.calls.load(ordering: .relaxed) == 1
+        try await waitUntil(
+            "the first attempt failed and its retry waits", timeout: .seconds(60), every: .milliseconds(1)
+        ) {
+            pausing.load(ordering: .acquiring)
         }
         let ran = journal.withProcessorTurn { journal.written.load(ordering: .relaxed) }
         #expect(ran == 0, "the processor's turn came before the retry")
-        try await waitUntil("the retry written", timeout: .seconds(30), every: .milliseconds(5)) {
+        #expect(write.calls.load(ordering: .relaxed) == 1)
+        go.signal()
+        try await waitUntil("the retry written", timeout: .seconds(60), every: .milliseconds(5)) {
             journal.written.load(ordering: .relaxed) == 1
         }
         #expect(write.calls.load(ordering: .relaxed) == 2)
