@@ -15,6 +15,13 @@ private func rule(_ id: String, channel: String, regions: String = "*", _ extra:
         + (extra.contains(#""body""#) ? "" : #","body":"{subject} {event} {region}""#) + extra + "}"
 }
 
+/// A loopback port free a moment ago, for the notifier's `/metrics`.
+private func freeHTTPPort() throws -> Int {
+    let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
+    defer { probe.stop() }
+    return probe.port
+}
+
 @Suite("Notifier service", .serialized)
 struct NotifierServiceTests {
     @Test("MQTT channel: three recipient locales, repeats false, cooldown, quiet hours, a live rule change")
@@ -117,9 +124,7 @@ struct NotifierServiceTests {
     func intakeHeld() async throws {
         let harness = try await NotifierHarness()
         do {
-            let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
-            let metricsPort = probe.port
-            probe.stop()
+            let metricsPort = try freeHTTPPort()
             try harness.configure(
                 rules: "[" + rule("hello", channel: "app", regions: "hall") + "]", channels: ["app": ["type": "mqtt"]],
                 notifier: ["maxJournalBacklog": 1000, "http": .string("127.0.0.1:\(metricsPort)")])
@@ -158,9 +163,7 @@ struct NotifierServiceTests {
     func webhookRetries() async throws {
         let harness = try await NotifierHarness()
         do {
-            let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
-            let metricsPort = probe.port
-            probe.stop()
+            let metricsPort = try freeHTTPPort()
             let (retrying, retryPort) = try await harness.startPeer(
                 "webhook_receiver.py", ["--secret", secret, "--plan", "500,200"])
             let (limited, limitedPort) = try await harness.startPeer(
