@@ -154,16 +154,23 @@ public final class EvaluatorStore {
 
     /// Appends entries `(kind, topic, payload)` in order, in one transaction (a group commit);
     /// returns their sequence numbers. `beforeCommit` runs inside the transaction once every
-    /// entry is written (the crash test's fault injection).
+    /// entry is written (the crash test's fault injection). The first entry is numbered as
+    /// ``journal(_:topic:payload:received:)`` numbers one; the others follow it (nothing else
+    /// writes the journal while the transaction holds the lock).
     public func journal(
         _ entries: [(kind: EntryKind, topic: String, payload: [UInt8])], received: Date,
         beforeCommit: () -> Void = {}
     ) throws -> [Int64] {
-        try database.transaction {
-            var seqs: [Int64] = []
+        guard let first = entries.first else { return [] }
+        return try database.transaction {
+            var seqs = [try journal(first.kind, topic: first.topic, payload: first.payload, received: received)]
             seqs.reserveCapacity(entries.count)
-            for entry in entries {
-                seqs.append(try journal(entry.kind, topic: entry.topic, payload: entry.payload, received: received))
+            for entry in entries.dropFirst() {
+                let seq = seqs[seqs.count - 1] + 1
+                _ = try database.run(
+                    "INSERT INTO inbox(seq, kind, topic, payload, received) VALUES (?, ?, ?, ?, ?)", seq,
+                    entry.kind.rawValue, entry.topic, entry.payload, received.timeIntervalSince1970)
+                seqs.append(seq)
             }
             beforeCommit()
             return seqs

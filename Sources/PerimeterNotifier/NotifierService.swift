@@ -146,10 +146,10 @@ final class NotifierRuntime {
         let arrivals = try NotifierArrivals(
             path: NotifierArrivals.path(for: configuration.databasePath), exclusive: true)
         try moveEarlierInbox(to: arrivals)
+        let clock = clock
         let backlog = ArrivalsBacklog(
             waiting: try arrivals.count(), highWater: configuration.maxJournalBacklog, now: clock.now)
         defer { backlog.intake.openForever() }
-        let clock = clock
         // Woken only by what needs work: an arrival (journalled before the wake, so the drain
         // that follows finds it) or SIGHUP. No ticker: an idle notifier sleeps.
         let wakes = Wakes<Reload>()
@@ -503,7 +503,8 @@ final class NotifierRuntime {
 
 /// The arrivals not processed yet, counted in memory: the arrivals file is held by the running
 /// notifier alone (``NotifierArrivals``), so `/metrics` cannot count its rows from outside.
-/// Waiting = what was there at start + what the journal wrote since − what was processed.
+/// Waiting = what was there at start + what the journal wrote since − what was processed, as the
+/// intake gate counts it (which holds the network thread back past `maxJournalBacklog`).
 final class ArrivalsBacklog: Sendable {
     /// Holds the network thread back past `notifier.maxJournalBacklog`.
     let intake: IntakeGate
@@ -526,5 +527,5 @@ final class ArrivalsBacklog: Sendable {
         intake.processed(through: Int64(processedSinceStart.add(count, ordering: .relaxed).newValue), now: now)
     }
 
-    var pending: Int { max(0, journalled.load(ordering: .relaxed) - processedSinceStart.load(ordering: .relaxed)) }
+    var pending: Int { Int(intake.backlog) }
 }

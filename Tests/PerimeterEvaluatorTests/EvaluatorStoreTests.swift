@@ -84,6 +84,12 @@ struct EvaluatorJournalNumberingTests {
         let next = try store.journal(topic: "perimeter/v1/v/obs/bob/gps", payload: [2], received: Date())
         #expect(next == 6, "\(removal)")
         #expect(try store.inbox(after: 5).map(\.seq) == [6], "the processor, past 5, reads it")
+        // A group commit numbers its rows on from the same floor.
+        let burst = try store.journal(
+            (0..<3).map { (kind: .arrival, topic: "perimeter/v1/v/obs/cy-\($0)/gps", payload: [3]) }, received: Date())
+        #expect(burst == [7, 8, 9], "\(removal)")
+        #expect(try store.inbox(after: 6).map(\.topic) == (0..<3).map { "perimeter/v1/v/obs/cy-\($0)/gps" })
+        #expect(try store.journal([], received: Date()) == [])
     }
 
     @Test("a journal written with AUTOINCREMENT keeps its numbers and rows; the next continues after them")
