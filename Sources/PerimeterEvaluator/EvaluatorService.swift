@@ -117,6 +117,9 @@ final class EvaluatorRuntime {
     let logger: Logger
     let clock: any TimeSource
     let store: EvaluatorStore
+    /// Checkpoints the database for the processor's and the network thread's connections, off
+    /// both (a child service of `serve`).
+    let checkpointer: WALCheckpointer
     private var venues: [String: VenueEvaluator] = [:]
     private let topics: [String: Topics]
     private let venueIDs: Set<String>
@@ -179,6 +182,10 @@ final class EvaluatorRuntime {
         self.logger = logger
         self.clock = clock
         store = try EvaluatorStore(path: configuration.databasePath)
+        checkpointer = WALCheckpointer(path: configuration.databasePath) { [logger] error in
+            logger.warning("WAL checkpoint failed; the next commit asks again", metadata: ["error": "\(error)"])
+        }
+        store.database.leaveCheckpoints(to: checkpointer)
         var topics: [String: Topics] = [:]
         for venue in configuration.venues {
             venues[venue.settings.id] = VenueEvaluator(settings: venue.settings, regions: [])
@@ -427,6 +434,7 @@ final class EvaluatorRuntime {
         case .standby: publishing = false
         }
         let journalStore = try EvaluatorStore(path: configuration.databasePath)
+        journalStore.database.leaveCheckpoints(to: checkpointer)
         // Partitioned venues: leases first; nothing is held until they say so (after a restart
         // what this evaluator held may have moved: its subjects are dropped).
         let partitioned = try partitionedIDs.sorted().map { id in
@@ -562,6 +570,7 @@ final class EvaluatorRuntime {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
             group.addTask { await snapshotWriter.run() }
+            group.addTask { [checkpointer] in await checkpointer.run() }
             if publishing { try await publishUnsent() }
             group.addTask { [clock, tick = configuration.tickInterval] in
                 while true {

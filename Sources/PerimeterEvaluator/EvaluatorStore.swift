@@ -124,6 +124,11 @@ public final class EvaluatorStore {
                 DROP TABLE inbox;
                 ALTER TABLE inbox_numbered RENAME TO inbox;
                 """),
+        // The refused rows' retention ran with the stats, every `statsInterval`, as a scan of
+        // the whole outbox (the last 10,000 sent rows are kept): a stall of the processor each time.
+        Migration(
+            6, "refused outbox rows indexed by when they were committed",
+            sql: "CREATE INDEX outbox_refused ON outbox(created) WHERE sent = 2;"),
     ]
 
     public init(path: String) throws {

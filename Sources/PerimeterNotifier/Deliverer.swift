@@ -3,6 +3,7 @@ import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
 import PerimeterNet
+import PerimeterStore
 import Synchronization
 
 /// Attempts the outbox's due rows over their channels, several at once, and records each
@@ -57,10 +58,11 @@ final class Deliverer: @unchecked Sendable {
 
     init(
         configuration: NotifierConfiguration, client: MQTTClient, logger: Logger, metrics: Metrics, doorbell: Doorbell,
-        clock: any TimeSource, turns: WriteTurns
+        clock: any TimeSource, turns: WriteTurns, checkpointer: WALCheckpointer? = nil
     ) throws {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
+        if let checkpointer { store.database.leaveCheckpoints(to: checkpointer) }
         sender = ChannelSender(
             client: client, pool: BlockingPool(size: configuration.delivery.concurrency, name: "notifier-delivery"),
             prefix: configuration.prefix, clock: clock,

@@ -45,6 +45,9 @@ final class NotifierRuntime {
     let configuration: NotifierConfiguration
     let logger: Logger
     let store: NotifierStore
+    /// Checkpoints the database for the processor's and the deliverer's connections, off both
+    /// (a child service of `serve`).
+    let checkpointer: WALCheckpointer
     let metrics = Metrics()
     private let renderer = NotificationRenderer()
     private var fileRules: [String: [NotificationRule]] = [:] {
@@ -65,6 +68,10 @@ final class NotifierRuntime {
         self.logger = logger
         self.clock = clock
         store = try NotifierStore(path: configuration.databasePath)
+        checkpointer = WALCheckpointer(path: configuration.databasePath) { [logger] error in
+            logger.warning("WAL checkpoint failed; the next commit asks again", metadata: ["error": "\(error)"])
+        }
+        store.database.leaveCheckpoints(to: checkpointer)
         venues = Dictionary(uniqueKeysWithValues: configuration.venues.map { ($0.id, $0) })
         declareMetrics()
         try loadFiles(failOnProblems: true)
@@ -204,10 +211,11 @@ final class NotifierRuntime {
         try await publisher.connect(timeout: .seconds(366 * 86_400))
         let deliverer = try Deliverer(
             configuration: configuration, client: publisher, logger: logger, metrics: metrics, doorbell: doorbell,
-            clock: clock, turns: turns)
+            clock: clock, turns: turns, checkpointer: checkpointer)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await _ in Signals.hangups() { wakes.send(Reload()) } }
             group.addTask { await deliverer.run() }
+            group.addTask { [checkpointer] in await checkpointer.run() }
             wakes.work()
             for await wake in wakes.stream {
                 if Task.isCancelled { break }

@@ -52,6 +52,8 @@ public final class Database {
     let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
     private var transactionDepth = 0
+    /// Who checkpoints for this connection (kept alive while SQLite's hook points at it).
+    private var checkpointer: WALCheckpointer?
 
     /// Opens (creating if needed) the database at `path`; `":memory:"` for a private in-memory one.
     /// - Throws: ``StoreError`` naming the file when it cannot be opened or configured.
@@ -255,6 +257,45 @@ public final class Database {
             return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
         default: return .null
         }
+    }
+
+    // MARK: - Checkpoints
+
+    /// Copies the WAL's committed frames back into the database file as far as readers and
+    /// writers allow, without waiting for them (`SQLITE_CHECKPOINT_PASSIVE`). Returns the WAL's
+    /// frames and how many of them are now in the file; another checkpoint running at the same
+    /// moment is not an error (nothing is copied).
+    @discardableResult
+    public func checkpoint() throws(StoreError) -> (frames: Int, copied: Int) {
+        var frames: Int32 = 0
+        var copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied)
+        if rc == SQLITE_BUSY { return (Int(frames), 0) }
+        guard rc == SQLITE_OK else { throw error(rc, "sqlite3_wal_checkpoint_v2", sql: nil) }
+        return (Int(max(frames, 0)), Int(max(copied, 0)))
+    }
+
+    /// Leaves this connection's checkpoints to `checkpointer`, which runs them on a thread of
+    /// its own: SQLite's automatic checkpoint runs in the connection whose commit crosses the
+    /// WAL's limit and costs that commit two `fdatasync`s (15–35 ms each on this machine's
+    /// disk), which stalled the evaluator's intake and processing for that long every few
+    /// hundred commits. Should the checkpointer fall far behind (or not run), this connection
+    /// checkpoints itself past ``WALCheckpointer/writerTakesOverAt`` pages, so the WAL stays
+    /// bounded as before.
+    public func leaveCheckpoints(to checkpointer: WALCheckpointer) {
+        self.checkpointer = checkpointer
+        sqlite3_wal_hook(
+            handle,
+            { context, connection, _, pages in
+                guard let context else { return SQLITE_OK }
+                let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context).takeUnretainedValue()
+                if Int(pages) >= checkpointer.writerTakesOverAt {
+                    sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+                } else if Int(pages) >= checkpointer.pages {
+                    checkpointer.request()
+                }
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
 
     // MARK: - Transactions
