@@ -128,7 +128,7 @@ public final class EvaluatorStore {
         // the whole outbox (the last 10,000 sent rows are kept): a stall of the processor each time.
         Migration(
             6, "refused outbox rows indexed by when they were committed",
-            sql: "CREATE INDEX outbox_refused ON outbox(created) WHERE sent = 2;"),
+            sql: "CREATE INDEX IF NOT EXISTS outbox_refused ON outbox(created) WHERE sent = 2;"),
     ]
 
     public init(path: String) throws {
