@@ -35,7 +35,7 @@ struct WALCheckpointerTests {
     }
 
     /// With nothing running the checkpointer, its writers do not checkpoint (the WAL grows past
-    /// `pages`) until the WAL reaches `writerTakesOverAt` (16 × 8 = 128 frames): the bound holds.
+    /// `pages`) until the WAL reaches `writerTakesOverAt` (128 frames): the bound holds.
     @Test(
         "a writer leaves checkpoints to the checkpointer, up to the bound where it takes over",
         arguments: [
@@ -44,7 +44,7 @@ struct WALCheckpointerTests {
         ])
     func writerAlone(_ example: Case) throws {
         let path = try temporaryDatabasePath()
-        let checkpointer = WALCheckpointer(path: path, pages: 8)
+        let checkpointer = WALCheckpointer(path: path, pages: 8, writerTakesOverAt: 128)
         let database = try Self.writer(path, checkpointer)
         try Self.commit(database, rows: example.commits)
         let frames = try Self.walFrames(path)
@@ -58,7 +58,7 @@ struct WALCheckpointerTests {
     @Test("the running checkpointer copies the WAL back when a commit asks, and stops when cancelled")
     func running() async throws {
         let path = try temporaryDatabasePath()
-        let checkpointer = WALCheckpointer(path: path, pages: 8)
+        let checkpointer = WALCheckpointer(path: path, pages: 8, writerTakesOverAt: 128)
         let database = try Self.writer(path, checkpointer)
         let service = Task { await checkpointer.run() }
         for round in 1...30 {
