@@ -104,7 +104,7 @@ let package = Package(
             name: "PerimeterKitTests", dependencies: ["PerimeterKit", "PerimeterHTTP", "PerimeterTestSupport"]),
         .testTarget(
             name: "PerimeterEvaluatorTests",
-            dependencies: ["PerimeterEvaluator", "PerimeterTestSupport", "perimeter"],
+            dependencies: ["PerimeterEvaluator", "PerimeterNATS", "PerimeterTestSupport", "perimeter"],
             resources: [.copy("Fixtures")]),
         .testTarget(
             name: "PerimeterNotifierTests",

@@ -27,7 +27,7 @@ public final class PartitionLeaseKeeper: Sendable {
     public let instance: String
     public let partitions: Partitioning
     public let policy: PartitionLease
-    private let store: NATSKeyValue
+    private let store: any KeyValueBucket
     private let monotonic: @Sendable () -> Duration
     private let logger: Logger
     private let holdings = Mutex<[Int: Holding]>([:])
@@ -39,7 +39,7 @@ public final class PartitionLeaseKeeper: Sendable {
     ///   - monotonic: the time on a monotonic clock (tests pass their own).
     ///   - Precondition: `venue` and `instance` are key-safe (``PartitionLeaseKeeper/keyProblem(_:)``).
     public init(
-        store: NATSKeyValue, venue: String, instance: String, partitions: Partitioning, policy: PartitionLease,
+        store: any KeyValueBucket, venue: String, instance: String, partitions: Partitioning, policy: PartitionLease,
         logger: Logger, monotonic: @escaping @Sendable () -> Duration = PartitionLeaseKeeper.systemMonotonic
     ) {
         self.store = store
@@ -136,11 +136,19 @@ public final class PartitionLeaseKeeper: Sendable {
         let members: [String]
         var holders: [Int: String] = [:]
         var released: [Int: UInt64] = [:]
+        let mine = holdings.withLock { $0 }
         do {
             let prefix = "\(venue).m."
             members = try store.keys(prefix: prefix).map { String($0.dropFirst(prefix.count)) }
             for partition in partitions.all {
-                guard let entry = try store.get(partitionKey(partition)) else { continue }
+                let entry = try store.get(partitionKey(partition))
+                if let held = mine[partition],
+                    Self.readIsStale(entry, held: held.lease, live: policy.mayPublish(held.lease, now: monotonic()))
+                {
+                    holders[partition] = instance
+                    continue
+                }
+                guard let entry else { continue }
                 let json = try? JSONParser.parse(entry.value)
                 if let holder = json?["instance"]?.stringValue {
                     holders[partition] = holder
@@ -152,8 +160,8 @@ public final class PartitionLeaseKeeper: Sendable {
             logger.warning("partition leases not read", metadata: ["error": .string("\(error)")])
             return round
         }
-        // A holding the store says is someone else's is lost (it expired and was taken).
-        let mine = holdings.withLock { $0 }
+        // A holding the store says is someone else's, or that is gone past our deadline, is
+        // lost (it expired, and may have been taken).
         for partition in mine.keys where holders[partition] != instance {
             holdings.withLock { _ = $0.removeValue(forKey: partition) }
             round.lost.append(partition)
@@ -210,6 +218,17 @@ public final class PartitionLeaseKeeper: Sendable {
                 ])
         }
         return round
+    }
+
+    /// Whether a read of a partition this process holds (at `held`, the revision of its last
+    /// write that the store accepted) says nothing against the holding: the read is older than
+    /// that write, or shows no key while the holding's deadline has not passed. Reads may come
+    /// from a replica that is behind (``KeyValueBucket``); only the compare-and-set of the next
+    /// renewal, or a newer revision, proves the holding gone. Taking a stale read for a loss
+    /// made keepers drop and take again partitions nobody else wanted (a suite run under load).
+    static func readIsStale(_ entry: NATSKeyValue.Entry?, held: PartitionLease.Held, live: Bool) -> Bool {
+        guard let entry else { return live }
+        return entry.revision < held.revision
     }
 
     /// ``step()`` off the cooperative pool (it blocks on the store).

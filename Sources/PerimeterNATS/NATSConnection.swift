@@ -102,11 +102,23 @@ public final class NATSConnection: @unchecked Sendable {
     deinit { close() }
 }
 
+/// What a partition lease keeper needs of a key-value bucket: ``NATSKeyValue``, or an
+/// in-memory double in unit tests. Writes are compare-and-set where named so; reads may be
+/// stale (a JetStream bucket answers gets from any replica, which may be behind the leader).
+public protocol KeyValueBucket: Sendable {
+    func create(_ key: String, _ value: [UInt8]) throws(NATSError) -> UInt64
+    func update(_ key: String, _ value: [UInt8], last: UInt64) throws(NATSError) -> UInt64
+    func get(_ key: String) throws(NATSError) -> NATSKeyValue.Entry?
+    func put(_ key: String, _ value: [UInt8]) throws(NATSError) -> UInt64
+    func keys(prefix: String) throws(NATSError) -> [String]
+    func delete(_ key: String) throws(NATSError)
+}
+
 /// One JetStream key-value bucket.
 ///
 /// - Important: `@unchecked Sendable` for the same reason as ``NATSConnection``; it keeps its
 ///   connection alive.
-public final class NATSKeyValue: @unchecked Sendable {
+public final class NATSKeyValue: KeyValueBucket, @unchecked Sendable {
     private let store: OpaquePointer
     public let bucket: String
     private let owner: NATSConnection
@@ -123,6 +135,11 @@ public final class NATSKeyValue: @unchecked Sendable {
     public struct Entry: Sendable, Hashable {
         public var value: [UInt8]
         public var revision: UInt64
+
+        public init(value: [UInt8], revision: UInt64) {
+            self.value = value
+            self.revision = revision
+        }
     }
 
     /// Writes `value` under `key` only if the key holds no value; returns the new revision.
@@ -148,7 +165,10 @@ public final class NATSKeyValue: @unchecked Sendable {
         return revision
     }
 
-    /// The key's value, nil when it has none (never written, deleted, or expired).
+    /// The key's value, nil when it has none (never written, deleted, or expired). The bucket
+    /// allows direct gets, so any replica may answer: a replica that is behind may give an
+    /// older revision, or nothing for a key it has expired on its own clock while the leader's
+    /// newer write has not reached it (nats-server 2.9).
     public func get(_ key: String) throws(NATSError) -> Entry? {
         var entry: OpaquePointer?
         let status = kvStore_Get(&entry, store, key)

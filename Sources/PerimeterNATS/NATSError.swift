@@ -11,6 +11,13 @@ public struct NATSError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { "\(function) (\(context)): \(text)" }
 
+    public init(code: Int, function: String, context: String, text: String) {
+        self.code = code
+        self.function = function
+        self.context = context
+        self.text = text
+    }
+
     /// Whether the key or bucket was not there.
     public var isNotFound: Bool { code == Int(NATS_NOT_FOUND.rawValue) }
 
