@@ -46,6 +46,9 @@ final class NMEAFeeder: Sendable {
     let port: Int
     private let listener: Int32
     private let go = DispatchSemaphore(value: 0)
+    /// The accepted connection, once there is one (stop shuts it down).
+    private final class Accepted: Sendable { let fd = Atomic<Int32>(-1) }
+    private let client = Accepted()
 
     init(lines: [String], pace: Duration = .milliseconds(3)) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -64,16 +67,21 @@ final class NMEAFeeder: Sendable {
         listener = fd
         let listener = fd
         let go = self.go
+        let accepted = self.client
         let thread = Thread {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
+            accepted.fd.store(client, ordering: .releasing)
             go.wait()
             for line in lines {
                 let bytes = Array((line + "\r\n").utf8)
                 _ = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 Thread.sleep(forTimeInterval: Double(pace.components.attoseconds) / 1e18)
             }
-            Thread.sleep(forTimeInterval: 30)
+            // Keep the connection until gpsd closes it or the test stops the feeder (a receiver
+            // that goes quiet is not one that goes away).
+            var byte: UInt8 = 0
+            while recv(client, &byte, 1, 0) > 0 {}
             close(client)
         }
         thread.start()
@@ -82,6 +90,8 @@ final class NMEAFeeder: Sendable {
     func start() { go.signal() }
 
     func stop() {
+        let accepted = client.fd.load(ordering: .acquiring)
+        if accepted >= 0 { shutdown(accepted, Int32(SHUT_RDWR)) }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }

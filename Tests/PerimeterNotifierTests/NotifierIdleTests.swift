@@ -61,8 +61,8 @@ struct NotifierIdleTests {
             let pid = try #require(harness.notifierPID)
             // The regression check of the spin (94% of a core); the target itself (60 s under
             // 0.5 CPU-s, every service) is `perimeter bench idle`'s. 0.05 CPU-s is five clock
-            // ticks of accounting, 2.5% of a core.
-            let window = 2.0
+            // ticks of accounting, 5% of a core (the spin took 94%).
+            let window = 1.0
             let before = try ProcessCPU.seconds(of: pid)
             // The measurement itself: real time passes with nothing for the notifier to do.
             try await Task.sleep(for: .seconds(window))
