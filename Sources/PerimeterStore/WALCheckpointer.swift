@@ -35,6 +35,7 @@ public final class WALCheckpointer: Sendable {
     private let asks: AsyncStream<Void>
     private let ask: AsyncStream<Void>.Continuation
     private let pending = Atomic<Bool>(false)
+    private let running = Atomic<Bool>(false)
     private let done = Atomic<Int>(0)
     private let queue = DispatchQueue(label: "perimeter.store.checkpoint", qos: .utility)
     private let failed: @Sendable (StoreError) -> Void
@@ -57,6 +58,11 @@ public final class WALCheckpointer: Sendable {
     /// How many checkpoints this checkpointer has run.
     public var checkpoints: Int { done.load(ordering: .relaxed) }
 
+    /// Whether every ask so far has been served: none waits and no checkpoint is running. The
+    /// last ask comes from a commit, so once idle, the WAL holds nothing that commits before
+    /// that moment wrote and no checkpoint copied back (with no reader in the way).
+    public var isIdle: Bool { !pending.load(ordering: .acquiring) && !running.load(ordering: .acquiring) }
+
     /// Asks for a checkpoint; callable from any thread (SQLite's WAL hook, after a commit).
     func request() {
         if !pending.exchange(true, ordering: .acquiringAndReleasing) { ask.yield() }
@@ -69,6 +75,7 @@ public final class WALCheckpointer: Sendable {
             // by the last job.
             let connection = Mutex<Database?>(nil)
             for await _ in asks {
+                running.store(true, ordering: .releasing)
                 pending.store(false, ordering: .releasing)
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     queue.async { [self] in
@@ -85,6 +92,7 @@ public final class WALCheckpointer: Sendable {
                         continuation.resume()
                     }
                 }
+                running.store(false, ordering: .releasing)
                 if Task.isCancelled { break }
             }
             connection.withLock { $0 = nil }

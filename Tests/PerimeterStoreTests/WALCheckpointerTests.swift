@@ -54,7 +54,10 @@ struct WALCheckpointerTests {
     }
 
     /// Running, it checkpoints when asked: rounds of commits each followed by a checkpoint keep
-    /// the WAL at about one round, far below what the writers alone would let it reach.
+    /// the WAL at about one round, far below what the writers alone would let it reach. Each
+    /// round waits until every ask is served, not for a count of checkpoints: one that ran
+    /// while the round was still committing (a starved machine) leaves the round's last frames
+    /// behind, and the WAL starts over only once everything is copied back.
     @Test("the running checkpointer copies the WAL back when a commit asks, and stops when cancelled")
     func running() async throws {
         let path = try temporaryDatabasePath()
@@ -63,7 +66,7 @@ struct WALCheckpointerTests {
         let service = Task { await checkpointer.run() }
         for round in 1...30 {
             try Self.commit(database, rows: 5)
-            try await waitUntil("checkpoint \(round)", timeout: .seconds(60)) { checkpointer.checkpoints >= round }
+            try await waitUntil("round \(round)'s asks served", timeout: .seconds(60)) { checkpointer.isIdle }
         }
         let frames = try Self.walFrames(path)
         // A round is about a dozen frames (two or three a commit); with no checkpoint between
