@@ -26,7 +26,7 @@ extension VenueEvaluator {
             guard privacy.refusal(of: fix.subject) == nil else { return [] }
             let coarse = privacy.coarsen(fix)
             let visits = locationServices.visits.process(coarse)
-            var outputs = visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit)
+            var outputs = allowedVisits(visits)
             let gate = privacy
             let updates = locationServices.live.offer(
                 fix, snapped: privacy.choseReducedAccuracy(fix.subject) ? privacy.snap(fix) : nil,
@@ -57,7 +57,7 @@ extension VenueEvaluator {
             locationServices.forget(subject: subject)
         }
         let visits = locationServices.visits.advance(to: now)
-        return visits.filter { visitAllowed($0.subject, at: $0.t) }.map(EvaluatorOutput.visit) + reviewLive(at: now)
+        return allowedVisits(visits) + reviewLive(at: now)
     }
 
     /// Stops the live streams that may no longer run (a session ended, the gate narrowed).
@@ -85,6 +85,15 @@ extension VenueEvaluator {
     }
 
     /// Core Location delivers visits only to apps with always authorization.
+    /// The visits that may be published, as outputs. A loop, not `filter` with a closure: a
+    /// closure calling a method of `self` from a mutating method copied the whole evaluator
+    /// for every visit (retaining and releasing each of its tables).
+    private func allowedVisits(_ visits: [VisitEvent]) -> [EvaluatorOutput] {
+        var outputs: [EvaluatorOutput] = []
+        for visit in visits where visitAllowed(visit.subject, at: visit.t) { outputs.append(.visit(visit)) }
+        return outputs
+    }
+
     func visitAllowed(_ subject: String, at t: Date) -> Bool {
         privacy.status(of: subject) == .always && privacy.allows(subject, at: t)
     }
