@@ -194,7 +194,17 @@ extension PartitionedEvaluatorTests {
                     }
                 }
                 let needed = wanted
-                try await inbox.waitFor("round \(round)'s transitions", timeout: .seconds(30), context: context) {
+                let byID = expected
+                // On a time-out: which partitions the missing transitions are in, then what the
+                // evaluators said.
+                let missing: @Sendable () -> String = {
+                    let seen = Set(inbox.transitions.map(\.id))
+                    let partitions = needed.subtracting(seen).compactMap { byID[$0] }.map {
+                        "\($0.subject)@p\(partitioning.partition(of: $0.subject))"
+                    }
+                    return "missing \(partitions.sorted()); \(context())"
+                }
+                try await inbox.waitFor("round \(round)'s transitions", timeout: .seconds(30), context: missing) {
                     needed.isSubset(of: Set($0.compactMap(Transition.init).map(\.id)))
                 }
             }

@@ -77,66 +77,69 @@ struct MonitoringAssetsTests {
     @Test("every metric the dashboard and the alert rules name is on the evaluator's or the notifier's /metrics")
     func namesAreExposed() async throws {
         let broker = try await TestBroker.start()
-        defer { Task { await broker.stop() } }
-        let directory = TestScratch.root.appendingPathComponent(
-            "perimeter-monitoring-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let brokerSettings: JSONValue = ["host": "127.0.0.1", "port": .number(Double(broker.port))]
-        let evaluatorPort = try MosquittoBroker.freeLoopbackPort()
-        let notifierPort = try MosquittoBroker.freeLoopbackPort()
-        let evaluator: JSONValue = [
-            "broker": brokerSettings,
-            "evaluator": [
-                "database": .string(directory.appendingPathComponent("evaluator.sqlite").path),
-                "http": .string("127.0.0.1:\(evaluatorPort)"),
-            ],
-            "venues": ["test": ["timeZone": "UTC"]],
-        ]
-        let notifier: JSONValue = [
-            "broker": brokerSettings,
-            "notifier": [
-                "database": .string(directory.appendingPathComponent("notifier.sqlite").path),
-                "http": .string("127.0.0.1:\(notifierPort)"),
-            ],
-            "venues": ["test": ["timeZone": "UTC"]], "channels": ["app": ["type": "mqtt"]],
-        ]
-        var exposed: Set<String> = []
-        for (name, config, port) in [("evaluator", evaluator, evaluatorPort), ("notifier", notifier, notifierPort)] {
-            let path = directory.appendingPathComponent("\(name).json").path
-            try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
-            let child = try ChildProcess(Products.executable("perimeter"), [name, "--config", path])
-            defer { child.kill(SIGTERM) }
-            let page = try #require(
-                try await waitForValue(timeout: .seconds(60), every: .milliseconds(100)) { () -> String? in
-                    if let ended = child.subprocess.poll() {
-                        throw ChildFailure(message: "perimeter \(name) exited (\(ended)): \(child.output)")
-                    }
-                    guard let answer = try? httpGet(port: port, path: "/metrics"), answer.status == 200 else {
-                        return nil
-                    }
-                    return answer.body
-                }, "perimeter \(name): no /metrics on port \(port)")
-            exposed.formUnion(Self.declared(in: page))
-        }
-        #expect(exposed.contains("perimeter_lag_seconds") && exposed.contains("perimeter_notifications_total"))
+        try await Cleanup.around { cleanup in
+            cleanup.add { await broker.stop() }
+            let directory = TestScratch.root.appendingPathComponent(
+                "perimeter-monitoring-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let brokerSettings: JSONValue = ["host": "127.0.0.1", "port": .number(Double(broker.port))]
+            let evaluatorPort = try MosquittoBroker.freeLoopbackPort()
+            let notifierPort = try MosquittoBroker.freeLoopbackPort()
+            let evaluator: JSONValue = [
+                "broker": brokerSettings,
+                "evaluator": [
+                    "database": .string(directory.appendingPathComponent("evaluator.sqlite").path),
+                    "http": .string("127.0.0.1:\(evaluatorPort)"),
+                ],
+                "venues": ["test": ["timeZone": "UTC"]],
+            ]
+            let notifier: JSONValue = [
+                "broker": brokerSettings,
+                "notifier": [
+                    "database": .string(directory.appendingPathComponent("notifier.sqlite").path),
+                    "http": .string("127.0.0.1:\(notifierPort)"),
+                ],
+                "venues": ["test": ["timeZone": "UTC"]], "channels": ["app": ["type": "mqtt"]],
+            ]
+            var exposed: Set<String> = []
+            for (name, config, port) in [("evaluator", evaluator, evaluatorPort), ("notifier", notifier, notifierPort)]
+            {
+                let path = directory.appendingPathComponent("\(name).json").path
+                try config.serialized().write(toFile: path, atomically: true, encoding: .utf8)
+                let child = try ChildProcess(Products.executable("perimeter"), [name, "--config", path])
+                defer { child.kill(SIGTERM) }
+                let page = try #require(
+                    try await waitForValue(timeout: .seconds(60), every: .milliseconds(100)) { () -> String? in
+                        if let ended = child.subprocess.poll() {
+                            throw ChildFailure(message: "perimeter \(name) exited (\(ended)): \(child.output)")
+                        }
+                        guard let answer = try? httpGet(port: port, path: "/metrics"), answer.status == 200 else {
+                            return nil
+                        }
+                        return answer.body
+                    }, "perimeter \(name): no /metrics on port \(port)")
+                exposed.formUnion(Self.declared(in: page))
+            }
+            #expect(exposed.contains("perimeter_lag_seconds") && exposed.contains("perimeter_notifications_total"))
 
-        let rules = try String(contentsOf: Self.prometheus.appendingPathComponent("alerts.yml"), encoding: .utf8)
-        let dashboardText = try String(contentsOf: Self.dashboard, encoding: .utf8)
-        for (file, text) in [("alerts.yml", rules), ("perimeter.json", dashboardText)] {
-            let named = Self.metricNames(in: text)
-            #expect(named.count >= 8, "\(file) names \(named.sorted())")
-            let unknown = named.subtracting(exposed)
-            #expect(unknown.isEmpty, "\(file) names metrics no service exposes: \(unknown.sorted())")
-        }
-        // The dashboard covers what operators asked for (issue 20): one query at least on each.
-        let dashboardNames = Self.metricNames(in: dashboardText)
-        for wanted in [
-            "perimeter_observations_total", "perimeter_events_total", "perimeter_lag_seconds",
-            "perimeter_outbox_pending", "perimeter_notifier_outbox", "perimeter_notifications_total",
-            "perimeter_broker_dropped_since_start", "perimeter_agent_messages_missing_total",
-        ] {
-            #expect(dashboardNames.contains(wanted), "the dashboard has no panel on \(wanted)")
+            let rules = try String(contentsOf: Self.prometheus.appendingPathComponent("alerts.yml"), encoding: .utf8)
+            let dashboardText = try String(contentsOf: Self.dashboard, encoding: .utf8)
+            for (file, text) in [("alerts.yml", rules), ("perimeter.json", dashboardText)] {
+                let named = Self.metricNames(in: text)
+                #expect(named.count >= 8, "\(file) names \(named.sorted())")
+                let unknown = named.subtracting(exposed)
+                #expect(unknown.isEmpty, "\(file) names metrics no service exposes: \(unknown.sorted())")
+            }
+            // The dashboard covers what operators asked for (issue 20): one query at least on each.
+            let dashboardNames = Self.metricNames(in: dashboardText)
+            for wanted in [
+                "perimeter_observations_total", "perimeter_events_total", "perimeter_lag_seconds",
+                "perimeter_outbox_pending", "perimeter_notifier_outbox", "perimeter_notifications_total",
+                "perimeter_broker_dropped_since_start", "perimeter_agent_messages_missing_total",
+            ] {
+                #expect(dashboardNames.contains(wanted), "the dashboard has no panel on \(wanted)")
+            }
         }
     }
 
