@@ -254,6 +254,7 @@ struct BenchPipelineCommand: ParsableCommand {
         // Peak.
         expected.merge(peakExpected) { $1 }
         let before = events.count
+        let cpuBeforePeak = evaluator.cpuSeconds()
         let peak = try await Self.publishAll(
             peakMessages, endpoint: endpoint, qos: qosLevel, clientID: "bench-peak-\(getpid())")
         let peakEnd = try await events.wait(
@@ -263,6 +264,8 @@ struct BenchPipelineCommand: ParsableCommand {
         let peakEventRate = Double(events.count - before) / peakSeconds
         let publishRate = Double(observations) / Self.seconds(peak.finished - peak.started)
         let rssPeak = evaluator.residentKB()
+        // What the machine's load moves much less than a rate: the evaluator's CPU per observation.
+        let peakCPU = evaluator.cpuSeconds() - cpuBeforePeak
         print(
             "peak: \(observations) observations published in \(Self.format(Self.seconds(peak.finished - peak.started))) s (\(Self.rate(publishRate)) msg/s), last of \(peakExpected.count) events after \(Self.format(peakSeconds)) s"
         )
@@ -372,6 +375,7 @@ struct BenchPipelineCommand: ParsableCommand {
             "  peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)",
             "  relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber",
             "  ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))",
+            "  cpu:      evaluator \(Self.format(peakCPU)) CPU-s in the peak, \(Self.format(peakCPU / Double(observations) * 1e6)) µs per observation",
         ]
         if let null, let nullThree {
             let toNull = peakObservationRate / null.rate
@@ -533,6 +537,9 @@ protocol BenchChild: Sendable {
 }
 
 extension BenchChild {
+    /// User plus system CPU seconds of the process so far; 0 when it is gone.
+    func cpuSeconds() -> Double { (try? ProcessCPU.seconds(of: process.pid)) ?? 0 }
+
     /// `VmRSS` (or `VmHWM`) of the process in kB; 0 when it is gone.
     func residentKB(peak: Bool = false) -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8),
