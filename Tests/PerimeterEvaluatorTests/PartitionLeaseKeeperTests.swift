@@ -31,6 +31,18 @@ struct PartitionLeaseKeeperTests {
         }
     }
 
+    /// Instance "a" of venue "museum" on an empty bucket, TTL 6 s and margin 1 s, its
+    /// monotonic clock at zero until the test moves it.
+    static func keeper(partitions: Int) throws -> (MemoryBucket, ManualMonotonic, PartitionLeaseKeeper) {
+        let bucket = MemoryBucket()
+        let clock = ManualMonotonic()
+        let keeper = PartitionLeaseKeeper(
+            store: bucket, venue: "museum", instance: "a", partitions: try Partitioning(count: partitions),
+            policy: PartitionLease(ttl: .seconds(6), margin: .seconds(1)),
+            logger: Logger(label: "keeper", handler: InMemoryLogHandler()), monotonic: { clock.now })
+        return (bucket, clock, keeper)
+    }
+
     struct Case: Sendable, CustomTestStringConvertible {
         var read: Read
         /// Seconds on the keeper's clock before the round (TTL 6 s, margin 1 s: renewals at
@@ -57,12 +69,7 @@ struct PartitionLeaseKeeperTests {
             Case(read: .newerHolder, after: 0, writesFail: false, lost: true),
         ])
     func reads(_ row: Case) throws {
-        let bucket = MemoryBucket()
-        let clock = Mutex(Duration.zero)
-        let keeper = PartitionLeaseKeeper(
-            store: bucket, venue: "museum", instance: "a", partitions: try Partitioning(count: 2),
-            policy: PartitionLease(ttl: .seconds(6), margin: .seconds(1)),
-            logger: Logger(label: "keeper", handler: InMemoryLogHandler()), monotonic: { clock.withLock { $0 } })
+        let (bucket, clock, keeper) = try Self.keeper(partitions: 2)
         #expect(keeper.step().acquired == [0, 1])
         let token = try #require(keeper.held[0])
 
@@ -77,7 +84,7 @@ struct PartitionLeaseKeeperTests {
             bucket.replica(key, shows: .init(value: Array(#"{"instance":"b"}"#.utf8), revision: revision))
         }
         bucket.writesFail(row.writesFail)
-        clock.withLock { $0 += .seconds(row.after) }
+        clock.advance(.seconds(row.after))
 
         let round = keeper.step()
         #expect(round.lost.contains(0) == row.lost, "\(round)")
@@ -90,27 +97,29 @@ struct PartitionLeaseKeeperTests {
 
     @Test("a kept holding renews at the store: the next read of the leader shows the keeper's write")
     func keptRenews() throws {
-        let bucket = MemoryBucket()
-        let clock = Mutex(Duration.zero)
-        let keeper = PartitionLeaseKeeper(
-            store: bucket, venue: "museum", instance: "a", partitions: try Partitioning(count: 1),
-            policy: PartitionLease(ttl: .seconds(6), margin: .seconds(1)),
-            logger: Logger(label: "keeper", handler: InMemoryLogHandler()), monotonic: { clock.withLock { $0 } })
+        let (bucket, clock, keeper) = try Self.keeper(partitions: 1)
         keeper.step()
         let first = try #require(bucket.leader("museum.p.0"))
         bucket.replica("museum.p.0", shows: nil)
-        clock.withLock { $0 += .seconds(2) }
+        clock.advance(.seconds(2))
         #expect(keeper.step().lost.isEmpty)
         let renewed = try #require(bucket.leader("museum.p.0"))
         #expect(renewed.revision > first.revision)
         #expect(String(decoding: renewed.value, as: UTF8.self).contains(#""instance":"a""#))
         // Four more renewal periods with the replica still showing nothing: never lost.
         for _ in 0..<4 {
-            clock.withLock { $0 += .seconds(2) }
+            clock.advance(.seconds(2))
             #expect(keeper.step().lost.isEmpty)
         }
         #expect(keeper.publishable.keys.sorted() == [0])
     }
+}
+
+/// A monotonic clock that moves only when the test says.
+final class ManualMonotonic: Sendable {
+    private let time = Mutex(Duration.zero)
+    var now: Duration { time.withLock { $0 } }
+    func advance(_ by: Duration) { time.withLock { $0 += by } }
 }
 
 /// A key-value bucket in memory: a leader that does the compare-and-set, and a replica view
