@@ -636,6 +636,7 @@ final class EvaluatorRuntime {
                 case .control(.tick(let fired)): try journalTicks(fired: fired)
                 case .control(.stats):
                     await publishStats(client, journal: journal)
+                    if !partitioned.isEmpty { try await publisher.send(occupancyTotals(reconcile: true)) }
                     if !publishing { try store.dropUnsent(before: clock.now - configuration.standbyWindow) }
                     try keepRetention()
                 case .control(.reconnected):
