@@ -641,6 +641,10 @@ final class EvaluatorRuntime {
                     try keepRetention()
                 case .control(.reconnected):
                     if publishing { try await republishRetained() }
+                    // Totals are not outbox rows: one in flight when the connection went is sent
+                    // again, with every other, as if partition 0 had just been taken.
+                    for id in partitionState.served.keys { partitionState.totals[id] = [:] }
+                    if !partitioned.isEmpty { try await publisher.send(occupancyTotals()) }
                 case .control(.lease): try await followLease(lease, client)
                 case .control(.partitions):
                     try await followPartitions()
