@@ -407,7 +407,7 @@ extension EvaluatorRuntime {
     /// partition its topic names only: the partitions held before had it live.
     /// - Parameter partition: the partition the row's topic named (``unpartitioned(_:)``).
     func restrictToHeld(
-        _ inputs: [Inbound], venue: String, evaluator: @autoclosure () -> VenueEvaluator,
+        _ inputs: [Inbound], venue: String, isGateway: (String) -> Bool,
         row: EvaluatorStore.InboxRow, partition: Int?
     ) -> [Inbound] {
         guard let settings = partitionSettings[venue] else { return inputs }
@@ -418,7 +418,6 @@ extension EvaluatorRuntime {
         {
             held = held.intersection([partition])
         }
-        let isGateway = evaluator().beacons.isGateway
         return inputs.compactMap { settings.partitioning.restrict($0, to: held, isGateway: isGateway) }
     }
 
@@ -481,11 +480,11 @@ extension EvaluatorRuntime {
     /// A partitioned venue's occupancy as parts: for each partition held, the region's count
     /// among its subjects, when it changed (`occupancy/{region}/p/{n}`, retained). Nil for an
     /// output that is not a partitioned venue's occupancy.
-    /// - Parameter evaluator: read only for a partitioned venue's occupancy (an autoclosure: a
-    ///   venue's evaluator is a large value, and copying it out of the dictionary for every
-    ///   output was a few percent of processing).
+    /// - Parameter occupants: the subjects inside a region of the venue, asked only for a
+    ///   partitioned venue's occupancy (read in place: a venue's evaluator is a large value, and
+    ///   copying it out of the dictionary for every output was a few percent of processing).
     func occupancyParts(
-        _ output: EvaluatorOutput, venue: String, evaluator: @autoclosure () -> VenueEvaluator
+        _ output: EvaluatorOutput, venue: String, occupants: (String) -> Set<String>
     ) -> [OutboundMessage]? {
         guard case .occupancy(let region, _, let t) = output, let settings = partitionSettings[venue],
             let topics = partitionState.served[venue]?.topics
@@ -493,7 +492,7 @@ extension EvaluatorRuntime {
         else { return nil }
         var counts: [Int: Int] = [:]
         for partition in partitionState.held[venue] ?? [] { counts[partition] = 0 }
-        for subject in evaluator().occupants(of: region) {
+        for subject in occupants(region) {
             let partition = settings.partitioning.partition(of: subject)
             if counts[partition] != nil { counts[partition]! += 1 }
         }

@@ -128,7 +128,7 @@ final class EvaluatorRuntime {
     /// Dictionary's `modify` copies the value it writes back, and a copy of a venue's evaluator
     /// retains and releases every table in it; per row, that was ~4% of processing (`perf`,
     /// `bench pipeline --transition-every 10`). `Dictionary.Values` yields the element itself.
-    private func withVenue<Result>(_ venue: String, _ body: (inout VenueEvaluator) -> Result) -> Result {
+    func withVenue<Result>(_ venue: String, _ body: (inout VenueEvaluator) -> Result) -> Result {
         let index = venues.index(forKey: venue)!
         return body(&venues.values[index])
     }
@@ -979,7 +979,9 @@ final class EvaluatorRuntime {
         item.forget = row.kind == .tick && applied.outputs.isEmpty
         for output in applied.outputs {
             guard let venue = applied.venue, let topics = topics[venue] else { continue }
-            if let parts = occupancyParts(output, venue: venue, evaluator: venues[venue]!) {
+            if let parts = occupancyParts(
+                output, venue: venue, occupants: { region in withVenue(venue) { $0.occupants(of: region) } })
+            {
                 item.messages += parts
                 continue
             }
@@ -1390,7 +1392,9 @@ final class EvaluatorRuntime {
             return reject(row, venue: venue, error)
         }
         let inputs = restrictToHeld(
-            decoded.inputs, venue: venue, evaluator: venues[venue]!, row: row, partition: rowPartition)
+            decoded.inputs, venue: venue, isGateway: { agent in withVenue(venue) { $0.beacons.isGateway(agent) } },
+            row: row,
+            partition: rowPartition)
         if inputs.isEmpty && !decoded.inputs.isEmpty {
             // About subjects of partitions another evaluator holds.
             stats.ignored += 1
