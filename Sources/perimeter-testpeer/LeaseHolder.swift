@@ -9,7 +9,7 @@ import PerimeterNATS
 /// partition leases with ``PartitionLeaseKeeper`` and, every 50 ms, publishes one QoS 1
 /// message per partition it may publish for, carrying the fencing token, on
 /// `perimeter/v1/museum/fenced/{partition}`; asks the keeper right before each publish.
-/// Prints `acquired P token T`, `lost P after seq S`, `resumed after D` (a gap in its own loop:
+/// Prints `acquired P token T`, `lost P after seq S`, `resumed after D at seq S` (a gap in its own loop:
 /// it was paused).
 ///
 /// With `--unchecked` it plays an owner without the check: it publishes with the tokens it held
@@ -44,7 +44,7 @@ enum LeaseHolder {
         var lastStep = ContinuousClock.now - .seconds(3600)
         while true {
             let now = ContinuousClock.now
-            if now - lastLoop > .seconds(1) { say("resumed after \(now - lastLoop)") }
+            if now - lastLoop > .seconds(1) { say("resumed after \(now - lastLoop) at seq \(seq)") }
             lastLoop = now
             if unchecked {
                 for (partition, token) in lastTokens.sorted(by: { $0.key < $1.key }) {
