@@ -483,8 +483,10 @@ extension EvaluatorRuntime {
     /// - Parameter occupants: the subjects inside a region of the venue, asked only for a
     ///   partitioned venue's occupancy (read in place: a venue's evaluator is a large value, and
     ///   copying it out of the dictionary for every output was a few percent of processing).
+    /// - Parameter position: the journal row's sequence, published as `n` (a part sent again
+    ///   by the broker after newer ones is told by it).
     func occupancyParts(
-        _ output: EvaluatorOutput, venue: String, occupants: (String) -> Set<String>
+        _ output: EvaluatorOutput, venue: String, position: Int64, occupants: (String) -> Set<String>
     ) -> [OutboundMessage]? {
         guard case .occupancy(let region, _, let t) = output, let settings = partitionSettings[venue],
             let topics = partitionState.served[venue]?.topics
@@ -500,7 +502,9 @@ extension EvaluatorRuntime {
         for (partition, count) in counts.sorted(by: { $0.key < $1.key })
         where partitionState.partCounts[venue]?[region]?[partition] != count {
             partitionState.partCounts[venue, default: [:]][region, default: [:]][partition] = count
-            let payload: JSONValue = ["count": .number(Double(count)), "t": .string(Timestamp.format(t))]
+            let payload: JSONValue = [
+                "count": .number(Double(count)), "t": .string(Timestamp.format(t)), "n": .number(Double(position)),
+            ]
             messages.append(
                 OutboundMessage(
                     topic: topics.occupancyPart(region: region, partition: partition),

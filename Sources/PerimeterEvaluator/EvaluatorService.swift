@@ -980,7 +980,8 @@ final class EvaluatorRuntime {
         for output in applied.outputs {
             guard let venue = applied.venue, let topics = topics[venue] else { continue }
             if let parts = occupancyParts(
-                output, venue: venue, occupants: { region in withVenue(venue) { $0.occupants(of: region) } })
+                output, venue: venue, position: row.seq,
+                occupants: { region in withVenue(venue) { $0.occupants(of: region) } })
             {
                 item.messages += parts
                 continue

@@ -109,10 +109,14 @@ public struct OccupancyParts: Sendable, Hashable {
         public var count: Int
         public var t: Date
         public var token: UInt64
-        public init(count: Int, t: Date, token: UInt64) {
+        /// Where the holder was in its journal when it counted (`n`): within one token, a later
+        /// part has a higher number. Nil in a part that does not carry one.
+        public var position: Int64?
+        public init(count: Int, t: Date, token: UInt64, position: Int64? = nil) {
             self.count = count
             self.t = t
             self.token = token
+            self.position = position
         }
     }
 
@@ -125,8 +129,16 @@ public struct OccupancyParts: Sendable, Hashable {
     /// Takes a part unless its token is below the highest seen for its partition (any region:
     /// a token belongs to a holding of the partition, not to a region).
     /// - Returns: whether the part was taken.
+    /// Within one token, a part numbered no later than the one kept is ignored too: a QoS 1
+    /// message sent again by the broker (its acknowledgement came after the broker's
+    /// `ack_wait`) arrives after newer ones, and would take the total back to an older count.
     @discardableResult
     public mutating func note(venue: String, region: String, partition: Int, _ part: Part) -> Bool {
+        if let kept = parts[region]?[partition], kept.token == part.token, let before = kept.position,
+            let now = part.position, now <= before
+        {
+            return false
+        }
         guard fencing.accept(venue: venue, partition: partition, token: part.token) else { return false }
         parts[region, default: [:]][partition] = part
         return true
@@ -147,13 +159,14 @@ public struct OccupancyParts: Sendable, Hashable {
         return (count, t)
     }
 
-    /// Reads a part's payload, `{partition, token, count, t}` as the evaluator publishes it.
+    /// Reads a part's payload, `{partition, token, count, t, n}` as the evaluator publishes it.
     public static func part(from payload: [UInt8]) -> (partition: Int, part: Part)? {
         guard let json = try? JSONParser.parse(payload), let partition = json["partition"]?.intValue,
             let token = json["token"]?.intValue, token >= 0, let count = json["count"]?.intValue, count >= 0,
             let t = json["t"]?.stringValue.flatMap(Timestamp.parse)
         else { return nil }
-        return (partition, Part(count: count, t: t, token: UInt64(token)))
+        let position = json["n"]?.intValue.flatMap { $0 >= 0 ? Int64($0) : nil }
+        return (partition, Part(count: count, t: t, token: UInt64(token), position: position))
     }
 }
 

@@ -158,11 +158,35 @@ struct PartitionedOutputsTests {
         #expect(parts.total(of: "cafe") == nil)
     }
 
+    @Test(
+        "occupancy: within one token, a part numbered no later than the one kept (a QoS 1 redelivery) is ignored",
+        arguments: [
+            // (count, token, n) noted in order → taken?; the total after each.
+            [(4, 10, 100, true, 4), (3, 10, 120, true, 3), (4, 10, 100, false, 3), (2, 10, 130, true, 2)],
+            [(4, 10, 100, true, 4), (4, 10, 100, false, 4), (5, 10, 101, true, 5)],
+            // A new holder's numbers start anywhere: its token decides first.
+            [(4, 10, 500, true, 4), (1, 12, 20, true, 1), (4, 10, 501, false, 1), (2, 12, 21, true, 2)],
+            // Parts without a number (an older evaluator) are taken as before.
+            [(4, 10, -1, true, 4), (3, 10, -1, true, 3), (5, 10, 7, true, 5), (6, 10, -1, true, 6)],
+        ] as [[(Int, UInt64, Int64, Bool, Int)]])
+    func occupancyRedelivered(_ steps: [(Int, UInt64, Int64, Bool, Int)]) {
+        var parts = OccupancyParts()
+        for (index, (count, token, n, taken, total)) in steps.enumerated() {
+            let part = OccupancyParts.Part(
+                count: count, t: Self.t0, token: token, position: n >= 0 ? n : nil)
+            #expect(parts.note(venue: "museum", region: "hall", partition: 1, part) == taken, "step \(index)")
+            #expect(parts.total(of: "hall")?.count == total, "step \(index)")
+        }
+    }
+
     @Test("an occupancy part's payload is read back, and a bad one is refused")
     func partPayload() {
         let good = #"{"partition":1,"token":42,"count":3,"t":"2027-01-15T08:00:00.000Z"}"#
         let read = OccupancyParts.part(from: Array(good.utf8))
         #expect(read?.partition == 1 && read?.part.count == 3 && read?.part.token == 42)
+        #expect(read?.part.position == nil)
+        let numbered = #"{"partition":1,"token":42,"count":3,"t":"2027-01-15T08:00:00.000Z","n":917}"#
+        #expect(OccupancyParts.part(from: Array(numbered.utf8))?.part.position == 917)
         for bad in [#"{"count":3}"#, #"{"partition":1,"token":-1,"count":3,"t":"x"}"#, "", "nope"] {
             #expect(OccupancyParts.part(from: Array(bad.utf8)) == nil)
         }
