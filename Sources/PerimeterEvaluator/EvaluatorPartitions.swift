@@ -380,8 +380,8 @@ struct PartitionRunState {
     var partCounts: [String: [String: [Int: Int]]] = [:]
     /// This run's partitioned venues (set once serving).
     var served: [String: PartitionedVenue] = [:]
-    /// The partitions read now, per venue.
-    var subscribed: [String: Set<Int>] = [:]
+    /// The partitions read now, per venue, with the tokens they were taken under.
+    var followed: [String: [Int: UInt64]] = [:]
     /// Where the partitions' streams are journalled (set once serving).
     var streamJournal: PartitionStreamJournal?
     /// The totals published while holding partition 0: venue → region → count.
@@ -525,20 +525,31 @@ extension EvaluatorRuntime {
     /// same.
     func followPartitions() async throws {
         for (id, venue) in partitionState.served.sorted(by: { $0.key < $1.key }) {
-            let now = Set(venue.keeper.held.keys)
-            let was = partitionState.subscribed[id] ?? []
+            let holdings = venue.keeper.held
+            let now = Set(holdings.keys)
+            let plan = PartitionFollowing(followed: partitionState.followed[id] ?? [:], holdings: holdings)
+            partitionState.followed[id] = holdings
+            if !plan.retaken.isEmpty {
+                logger.notice(
+                    "partitions lost and taken again since the last look: followed afresh, as taken",
+                    metadata: [
+                        "venue": .string(id),
+                        "partitions": .string(plan.retaken.sorted().map(String.init).joined(separator: ",")),
+                    ])
+            }
+            for partition in plan.released.union(plan.retaken).sorted() { venue.stopFollowing(partition) }
             retryUnread(venue, holding: now)
-            guard now != was else { continue }
-            for partition in was.subtracting(now).sorted() { venue.stopFollowing(partition) }
-            partitionState.subscribed[id] = now
-            if now.contains(0) && !was.contains(0) { partitionState.totals[id] = [:] }
-            let taken = now.subtracting(was).sorted()
+            guard plan.changed else { continue }
+            if now.contains(0) && !plan.kept.contains(0) { partitionState.totals[id] = [:] }
+            let taken = plan.taken
             guard !taken.isEmpty, let streamJournal = partitionState.streamJournal else {
                 try journalPartitions(venue: id, now)
                 continue
             }
-            // Losses at once; the partitions taken are journalled with what they start from.
-            if !was.isSubset(of: now) { try journalPartitions(venue: id, was.intersection(now)) }
+            // Losses at once (a partition taken again is lost first: its subjects are dropped and
+            // start again from their retained states); the partitions taken are journalled with
+            // what they start from.
+            if !plan.released.isEmpty || !plan.retaken.isEmpty { try journalPartitions(venue: id, plan.kept) }
             let takenAt = clock.now
             let replayFrom = takenAt.addingTimeInterval(-venue.settings.replay)
             let started = ContinuousClock.now
