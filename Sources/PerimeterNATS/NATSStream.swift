@@ -45,6 +45,13 @@ extension NATSConnection {
         try NATSError.check(status, "js_AddStream", context: name)
     }
 
+    /// Removes every message of the stream `name` (the stream stays). Tests use it to put what
+    /// was published so far out of reach of a read back, as age would.
+    public func purgeStream(name: String) throws(NATSError) {
+        var code = jsErrCode(rawValue: 0)
+        try NATSError.check(js_PurgeStream(jetStream, name, nil, &code), "js_PurgeStream", context: name)
+    }
+
     /// Reads the stream's messages on `subject` (wildcards allowed) stored from `start` on, then
     /// every new one as it is stored, in order, through an ordered consumer (no acknowledgements;
     /// the client recreates the consumer after a gap). `handler` is called on the client's

@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNATS
 import PerimeterTestSupport
 import Synchronization
 import Testing
@@ -105,9 +106,9 @@ enum GatewayVenue {
 extension PartitionedEvaluatorTests {
     /// P = 4 over three evaluators; two gateways report 12 tags in scans that each name tags of
     /// every partition, and 8 phones scan the lobby's beacon; every round is a transition for
-    /// every tag. Three rounds, then a wait until they are older than the window a partition
-    /// taken is read back (`replay`, 10 s: the new holders cannot rebuild the subjects from
-    /// their observations, only from their retained states), two more rounds, then the holder of
+    /// every tag. Three rounds, then the venue's stream is purged, as if they were older than
+    /// the window a partition taken is read back (`replay`: the new holders cannot rebuild the
+    /// subjects from their observations, only from their retained states), two more rounds, then the holder of
     /// partitions 0 and 3 is killed (`kill -9`); three rounds are published while its
     /// partitions are unserved (the survivors journal the gateways' scans for their own
     /// partitions only), then, once they are taken over, four more. Asserted: the subscriber's
@@ -219,12 +220,13 @@ extension PartitionedEvaluatorTests {
             }
 
             for round in 0..<3 { try await play(round) }
-            // Aging, not synchronisation: the first rounds must lie outside the window read back
-            // at the move (a new holder that ignored the retained states would then number the
-            // subjects' transitions afresh). The move comes at least 2/3 of the TTL (2.7 s) after
-            // the kill (the dead holder's key expires a TTL after its last renewal), so the first
-            // rounds are then more than `replay` old.
-            try await Task.sleep(for: .seconds(GatewayVenue.replay - 2))
+            // The first rounds must be out of reach of the read back at the move (a new holder
+            // that ignored the retained states would then number the subjects' transitions
+            // afresh). Purging the venue's stream does at once what `replay` seconds of age
+            // would (every evaluator has journalled them: their transitions were seen).
+            let admin = try NATSConnection(servers: cluster.clientURLs, timeout: .seconds(2))
+            try admin.purgeStream(name: "perimeter-obs-\(Tier.venue)")
+            admin.close()
             for round in 3..<5 { try await play(round) }
             let offsets = [b.output.count, c.output.count]
             a.subprocess.signal(SIGKILL)
