@@ -196,7 +196,9 @@ struct ShardingTests {
             try await cluster.start("b", venues: ["test"], role: "standby")
             let subjects = (0..<20).map { "visitor-\($0)" }
             let rounds = 12
-            let start = Int(Date().timeIntervalSince1970)
+            // Dated in the recent past, two seconds a round; published without pause, so that
+            // the kill lands while a still has rounds to process.
+            let start = Int(Date().timeIntervalSince1970) - 2 * rounds
             var killedAt: ContinuousClock.Instant?
             for round in 0..<rounds {
                 for inside in [true, false] {
@@ -204,7 +206,6 @@ struct ShardingTests {
                         try await cluster.fix(
                             venue: "test", subject: subject, t: start + round * 2 + (inside ? 0 : 1), inside: inside)
                     }
-                    try await Task.sleep(for: .milliseconds(100))
                 }
                 if round == 4 {
                     cluster.child("a")?.kill(SIGKILL)
