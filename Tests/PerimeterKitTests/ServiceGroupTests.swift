@@ -8,25 +8,28 @@ import Testing
 struct RecordingService: Service {
     let name: String
     let journal: Journal
-    var failAfter: Duration?
-    var finishAfter: Duration?
+    /// Fails once every service of the group has started (`started` of them).
+    var failOnceStarted: Int?
+    /// Returns once every service of the group has started (`started` of them).
+    var finishOnceStarted: Int?
 
     func run() async throws {
         journal.add("start \(name)")
         defer { journal.add("stop \(name)") }
-        if let failAfter {
-            try await Task.sleep(for: failAfter)
+        if let failOnceStarted {
+            try await waitUntil("\(failOnceStarted) services started") { journal.started >= failOnceStarted }
             throw ServiceGroupError(service: name, message: "broken")
         }
-        if let finishAfter {
-            try await Task.sleep(for: finishAfter)
+        if let finishOnceStarted {
+            try await waitUntil("\(finishOnceStarted) services started") { journal.started >= finishOnceStarted }
             return
         }
         // Runs until cancelled: a stream that never yields ends when the task is cancelled.
         let never = AsyncStream<Never> { _ in }
         for await _ in never {}
-        // Shutting down takes a moment; the next service must wait for it.
-        try? await Task.sleep(for: .milliseconds(30))
+        // Shutting down takes a while (other tasks run meanwhile); the next service must wait
+        // for it, or its stop would be recorded first.
+        for _ in 0..<1_000 { await Task.yield() }
     }
 }
 
@@ -34,6 +37,7 @@ final class Journal: Sendable {
     private let entries = Mutex<[String]>([])
     func add(_ entry: String) { entries.withLock { $0.append(entry) } }
     var all: [String] { entries.withLock { $0 } }
+    var started: Int { entries.withLock { $0.count { $0.hasPrefix("start ") } } }
 }
 
 @Suite("Service group")
@@ -45,7 +49,7 @@ struct ServiceGroupTests {
             services: [
                 RecordingService(name: "broker", journal: journal),
                 RecordingService(name: "evaluator", journal: journal),
-                RecordingService(name: "timer", journal: journal, finishAfter: .milliseconds(100)),
+                RecordingService(name: "timer", journal: journal, finishOnceStarted: 3),
             ], logger: .discarding(), handlesSignals: false)
         let outcome = try await group.run()
         #expect(outcome == .serviceFinished("timer"))
@@ -59,7 +63,7 @@ struct ServiceGroupTests {
         let group = ServiceGroup(
             services: [
                 RecordingService(name: "a", journal: journal),
-                RecordingService(name: "b", journal: journal, failAfter: .milliseconds(50)),
+                RecordingService(name: "b", journal: journal, failOnceStarted: 2),
             ],
             logger: .discarding(), handlesSignals: false)
         await #expect(throws: ServiceGroupError.self) { try await group.run() }
