@@ -108,14 +108,14 @@ enum PartitionedTier {
         }
     }
 
-    /// Publishes `fixes` (each subject its own agent) at QoS 1, `every` apart; `after(round)`
-    /// is awaited after each round's last fix.
+    /// Publishes `fixes` (each subject its own agent) at QoS 1, `every` apart (nil: as fast as
+    /// the client takes them); `after(round)` is awaited after each round's last fix.
     static func publish(
-        _ publisher: MQTTClient, _ fixes: [Fix], every: Duration, after: (Int) async throws -> Void = { _ in }
+        _ publisher: MQTTClient, _ fixes: [Fix], every: Duration? = nil, after: (Int) async throws -> Void = { _ in }
     ) async throws {
         for (index, fix) in fixes.enumerated() {
             try await publisher.publish("\(Tier.root)/obs/\(fix.subject)/gps", fix.payload, qos: .atLeastOnce)
-            try await Task.sleep(for: every)
+            if let every { try await Task.sleep(for: every) }
             if index + 1 == fixes.count || fixes[index + 1].round != fix.round { try await after(fix.round) }
         }
     }
@@ -315,8 +315,9 @@ struct PartitionedEvaluatorTests {
         }
     }
 
-    /// One venue on three evaluators (P = 6, two partitions each); `kill -9` of one while the
-    /// agents' fixes are being published. Its partitions move once their leases expire (and the
+    /// One venue on three evaluators (P = 6, two partitions each); `kill -9` of one while it
+    /// still has rounds of the agents' fixes to process, five more rounds published while its
+    /// partitions are unserved, six once they are taken over. Its partitions move once their leases expire (and the
     /// survivors swap two more: the wanted layout of two members differs); each new holder starts
     /// from the retained states and reads the partition's stream from 30 s back. Asserted: the
     /// killed one's partitions are taken over within 10 s of the kill (measured and printed);
@@ -376,7 +377,11 @@ struct PartitionedEvaluatorTests {
                 subjects: subjects, rounds: 0..<17, t0: (Date().timeIntervalSince1970 - 40).rounded(), step: 1)
             var killedAt: ContinuousClock.Instant?
             var offsets: [Int] = []
-            try await PartitionedTier.publish(publisher, fixes, every: .milliseconds(15)) { round in
+            // Rounds 0–10 without pause: a is killed after round 5, while it still has rounds
+            // to process; rounds 6–10 reach its partitions while they are unserved (the new
+            // holders read them back from the stream). Rounds 11–16 come once they are taken
+            // over (read live).
+            try await PartitionedTier.publish(publisher, fixes.filter { $0.round < 11 }) { round in
                 guard round == 5 else { return }
                 offsets = [b.output.count, c.output.count]
                 a.subprocess.signal(SIGKILL)
@@ -399,6 +404,7 @@ struct PartitionedEvaluatorTests {
                     .union(PartitionedTier.takenOver(c, after: offsets[1]))
                 return taken.isSuperset(of: [0, 3]) ? ContinuousClock.now - killed : nil
             }
+            try await PartitionedTier.publish(publisher, fixes.filter { $0.round >= 11 })
 
             // The fault-free run: the pure evaluator on the same fixes.
             let regions = Tier.regions.serialized()
@@ -489,7 +495,7 @@ struct PartitionedEvaluatorTests {
                 for event in referenceTransitions(fix) { after.insert(event.id) }
             }
             #expect(after.count == transitions.count + subjects.count)
-            try await PartitionedTier.publish(publisher, finalRound, every: .milliseconds(15))
+            try await PartitionedTier.publish(publisher, finalRound)
             let afterRestart = after
             do {
                 try await inbox.waitFor("the next round's transitions after the restart", timeout: .seconds(40)) {
