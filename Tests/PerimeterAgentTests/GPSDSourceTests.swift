@@ -115,7 +115,8 @@ struct GPSDSourceTests {
                     return collected.readings.last == expected.last
                 }
             } catch {
-                Issue.record("\(name): \(error); gpsfake said: \(fake.output.suffix(3000))")
+                let said = log.records.map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "; ")
+                Issue.record("\(name): \(error); the source said: \(said); gpsfake said: \(fake.output.suffix(3000))")
             }
             task?.cancel()
             _ = try? await task?.value

@@ -33,7 +33,11 @@ public struct GPSDSource: AgentSource {
                     do {
                         switch try GPSDReport.interpret(line) {
                         case .fix(let reading): try await emit([.gps(agent: nil, reading)])
-                        case .noFix, .noTime: noFix += 1
+                        case .noFix, .noTime:
+                            noFix += 1
+                            if noFix == 1 {
+                                logger.debug("gpsd reports without a fix or a time: counted, not published")
+                            }
                         case .other("WATCH"): logger.debug("gpsd is streaming reports")
                         case .other: break
                         }
