@@ -280,7 +280,9 @@ extension PartitionedEvaluatorTests {
                 } catch {
                     let (total, parts) = PartitionedTier.occupancy(
                         of: region, in: inbox.messages, partitions: partitioning.all)
-                    Issue.record("\(region) at the end: total \(total as Any), parts \(parts), expected \(inside)")
+                    Issue.record(
+                        "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages))"
+                    )
                 }
             }
             print(

@@ -138,16 +138,19 @@ enum PartitionedTier {
         }
     }
 
-    /// A region's occupancy as a consumer following topics.md's fencing rule sees it: the last
-    /// total and the last part of every partition of `partitions` (those received), where an
-    /// output carrying a lower token than one already seen for its partition is dropped (under
-    /// load a holder past its lease may still land a part after its successor's; the evaluator
-    /// summing the parts drops it too).
+    /// A region's occupancy as a consumer following topics.md's rules sees it: the last total
+    /// and the latest part of every partition of `partitions` (those received). An output
+    /// carrying a lower token than one already seen for its partition is dropped (under load a
+    /// holder past its lease may still land a part after its successor's), and within one token
+    /// a part numbered (`n`) no later than the one kept (a QoS 1 message the broker sent again)
+    /// is ignored: `OccupancyParts`, as the evaluator summing the parts does.
     static func occupancy(
         of region: String, in messages: [MQTTMessage], partitions: Range<Int> = partitioning.all
     ) -> (total: Int?, parts: [Int]) {
-        var last: [String: Int] = [:]
+        var total: Int?
+        var board = OccupancyParts()
         var fencing = FencingWatch()
+        let totalTopic = "\(Tier.root)/occupancy/\(region)"
         for message in messages {
             let json = try? JSONParser.parse(message.payload)
             if let partition = json?["partition"]?.intValue, let token = json?["token"]?.intValue, token >= 0,
@@ -155,13 +158,28 @@ enum PartitionedTier {
             {
                 continue
             }
-            guard message.topic.hasPrefix("\(Tier.root)/occupancy/\(region)") else { continue }
-            last[message.topic] = json?["count"]?.intValue
+            if message.topic == totalTopic {
+                total = json?["count"]?.intValue
+            } else if message.topic.hasPrefix(totalTopic + "/p/"),
+                let (partition, part) = OccupancyParts.part(from: message.payload)
+            {
+                board.note(venue: "test", region: region, partition: partition, part)
+            }
         }
-        return (
-            last["\(Tier.root)/occupancy/\(region)"],
-            partitions.compactMap { last["\(Tier.root)/occupancy/\(region)/p/\($0)"] }
-        )
+        return (total, partitions.compactMap { board.parts[region]?[$0]?.count })
+    }
+
+    /// Every part of `region` received, per partition, in arrival order: `token/n=count`.
+    static func partHistory(of region: String, in messages: [MQTTMessage]) -> String {
+        let prefix = "\(Tier.root)/occupancy/\(region)/p/"
+        var history: [Int: [String]] = [:]
+        for message in messages where message.topic.hasPrefix(prefix) {
+            guard let (partition, part) = OccupancyParts.part(from: message.payload) else { continue }
+            history[partition, default: []].append(
+                "\(part.token)/\(part.position.map(String.init) ?? "-")=\(part.count)")
+        }
+        return history.sorted { $0.key < $1.key }.map { "p\($0.key): \($0.value.joined(separator: " "))" }
+            .joined(separator: "; ")
     }
 
     /// The partitions `child` holds by its last `held=` line.
@@ -471,7 +489,7 @@ struct PartitionedEvaluatorTests {
                     changes.append("p\(partition) token \(token) at \(message.topic)")
                 }
                 Issue.record(
-                    "occupancy at the end: total \(total as Any), parts \(parts), expected \(inside); \(changes.joined(separator: "; "))"
+                    "occupancy at the end: total \(total as Any), parts \(parts), expected \(inside); \(changes.joined(separator: "; ")); parts received: \(PartitionedTier.partHistory(of: "hall", in: inbox.messages))"
                 )
             }
             // The killed one restarts from its snapshot and journal, holds nothing until its
