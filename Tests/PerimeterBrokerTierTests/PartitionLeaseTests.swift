@@ -17,7 +17,8 @@ import Testing
 /// higher tokens once they expire, and the paused one, resumed, finds them lost.
 @Suite("Broker tier: partition leases in NATS JetStream KV")
 struct PartitionLeaseTests {
-    static let logger = Logger(label: "leases", handler: InMemoryLogHandler())
+    static let log = InMemoryLogHandler()
+    static let logger = Logger(label: "leases", handler: log)
 
     @Test("create, renew, expire and take over on the real cluster")
     func leases() async throws {
@@ -114,8 +115,12 @@ struct PartitionLeaseTests {
             // them; at that moment A's own deadline has passed already.
             let pausedAt = ContinuousClock.now
             let aStillPublishing = Mutex<[Int: UInt64]>([:])
+            // B's rounds meanwhile (how long each took, what it lost): why, if it lost one.
+            var roundsOfB: [String] = []
             try await waitUntil("B holds every partition", timeout: .seconds(40), every: .milliseconds(300)) {
+                let started = ContinuousClock.now
                 let round = await b.stepAsync()
+                roundsOfB.append("\(ContinuousClock.now - started) lost \(round.lost) acquired \(round.acquired)")
                 if !round.acquired.isEmpty { aStillPublishing.withLock { $0 = a.publishable } }
                 return b.publishable.count == 4
             }
@@ -123,7 +128,10 @@ struct PartitionLeaseTests {
             #expect(aStillPublishing.withLock { $0 }.isEmpty, "A may not publish once B holds its partitions")
             let tokensAfter = b.publishable
             #expect(tokensAfter[0]! > tokensA[0]! && tokensAfter[2]! > tokensA[2]!)
-            #expect(tokensAfter[1] == tokensB[1] && tokensAfter[3] == tokensB[3])
+            #expect(
+                tokensAfter[1] == tokensB[1] && tokensAfter[3] == tokensB[3],
+                "B kept 1 and 3 through the takeover: \(tokensB) → \(tokensAfter); B's rounds: \(roundsOfB.joined(separator: "; ")); the keepers said: \(Self.log.records.suffix(20).map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "; "))"
+            )
 
             // A resumes: its renewals are refused and it publishes nothing; it is a member
             // again, so B gives 0 and 2 back and A takes them with tokens higher than B's.
