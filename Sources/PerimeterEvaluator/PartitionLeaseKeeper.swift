@@ -21,6 +21,9 @@ public final class PartitionLeaseKeeper: Sendable {
     public struct Holding: Sendable, Hashable {
         public var token: UInt64
         public var lease: PartitionLease.Held
+        /// When the first renewal since the last one the store answered was sent, if one was
+        /// not answered (a time-out): the store may have applied it all the same.
+        public var unansweredSince: Duration?
     }
 
     public let venue: String
@@ -119,14 +122,31 @@ public final class PartitionLeaseKeeper: Sendable {
                 let revision = try store.update(partitionKey(partition), me, last: holding.lease.revision)
                 holdings.withLock {
                     $0[partition]?.lease = PartitionLease.Held(revision: revision, sentAt: now)
+                    $0[partition]?.unansweredSince = nil
                 }
             } catch  where error.isConflict {
+                if let since = holding.unansweredSince,
+                    let applied = ownWrite(partition, after: holding.lease.revision, me: me)
+                {
+                    // A renewal whose answer was lost had been applied: the store holds our
+                    // write at a later revision. Kept, its deadline counted from the first
+                    // unanswered send (the earliest the store can have started its TTL).
+                    holdings.withLock {
+                        $0[partition]?.lease = PartitionLease.Held(revision: applied, sentAt: since)
+                        $0[partition]?.unansweredSince = nil
+                    }
+                    logger.notice(
+                        "partition lease kept: a renewal whose answer was lost had been applied",
+                        metadata: ["partition": .string("\(partition)"), "revision": .string("\(applied)")])
+                    continue
+                }
                 holdings.withLock { _ = $0.removeValue(forKey: partition) }
                 round.lost.append(partition)
                 logger.warning(
                     "partition lease lost",
                     metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
             } catch {
+                holdings.withLock { $0[partition]?.unansweredSince = holding.unansweredSince ?? now }
                 logger.warning(
                     "partition lease not renewed",
                     metadata: ["partition": .string("\(partition)"), "error": .string("\(error)")])
@@ -229,6 +249,18 @@ public final class PartitionLeaseKeeper: Sendable {
     static func readIsStale(_ entry: NATSKeyValue.Entry?, held: PartitionLease.Held, live: Bool) -> Bool {
         guard let entry else { return live }
         return entry.revision < held.revision
+    }
+
+    /// The revision of this instance's own write of `partition`'s key, when the store shows one
+    /// later than `revision` (our compare-and-set at `revision` was applied, its answer lost:
+    /// nobody else can have written in between, or their instance would show). Nil otherwise,
+    /// a read that fails or comes from a replica behind included (the holding is then lost, as
+    /// before: the safe side).
+    private func ownWrite(_ partition: Int, after revision: UInt64, me: [UInt8]) -> UInt64? {
+        guard let entry = try? store.get(partitionKey(partition)), entry.revision > revision, entry.value == me else {
+            return nil
+        }
+        return entry.revision
     }
 
     /// ``step()`` off the cooperative pool (it blocks on the store).

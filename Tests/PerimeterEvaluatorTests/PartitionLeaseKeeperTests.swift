@@ -115,6 +115,38 @@ struct PartitionLeaseKeeperTests {
     }
 }
 
+extension PartitionLeaseKeeperTests {
+    /// A renewal the store applies and whose answer is lost (a time-out), then the next
+    /// renewal's compare-and-set at the old revision is refused. The store holds our own write:
+    /// the holding is kept (with its token); had another holder written since, it is lost.
+    @Test(
+        "a renewal applied but unanswered does not lose the holding; another holder's write does",
+        arguments: [false, true])
+    func unansweredRenewal(otherWroteSince: Bool) throws {
+        let (bucket, clock, keeper) = try Self.keeper(partitions: 1)
+        #expect(keeper.step().acquired == [0])
+        let token = try #require(keeper.held[0])
+        bucket.writesApplyButTimeOut(true)
+        clock.advance(.seconds(2))
+        #expect(keeper.step().lost.isEmpty)
+        let applied = try #require(bucket.leader("museum.p.0"))
+        #expect(applied.revision > token, "the store applied the renewal")
+        bucket.writesApplyButTimeOut(false)
+        if otherWroteSince { bucket.write("museum.p.0", #"{"instance":"b"}"#) }
+        clock.advance(.seconds(2))
+        let round = keeper.step()
+        #expect(round.lost == (otherWroteSince ? [0] : []), "\(round)")
+        if !otherWroteSince {
+            #expect(keeper.held[0] == token, "kept with its token")
+            // Its deadline counts from the unanswered send (2 s): 2 + 6 − 1 = 7 s.
+            #expect(keeper.publishable[0] == token)
+            clock.advance(.seconds(2))
+            #expect(keeper.step().lost.isEmpty, "the next renewal, at the applied revision, succeeds")
+            #expect(try #require(bucket.leader("museum.p.0")).revision > applied.revision)
+        }
+    }
+}
+
 /// A monotonic clock that moves only when the test says.
 final class ManualMonotonic: Sendable {
     private let time = Mutex(Duration.zero)
@@ -130,12 +162,15 @@ final class MemoryBucket: KeyValueBucket {
         var leader: [String: NATSKeyValue.Entry] = [:]
         var replica: [String: NATSKeyValue.Entry?] = [:]
         var writesFail = false
+        var writesApplyButTimeOut = false
     }
 
     private let state = Mutex(State())
 
     func replica(_ key: String, shows entry: NATSKeyValue.Entry?) { state.withLock { $0.replica[key] = .some(entry) } }
     func writesFail(_ fail: Bool) { state.withLock { $0.writesFail = fail } }
+    /// Writes are applied, then answered with a time-out (the answer lost on the way).
+    func writesApplyButTimeOut(_ on: Bool) { state.withLock { $0.writesApplyButTimeOut = on } }
     func leader(_ key: String) -> NATSKeyValue.Entry? { state.withLock { $0.leader[key] } }
 
     /// Someone else's unconditional write; returns its revision.
@@ -160,6 +195,9 @@ final class MemoryBucket: KeyValueBucket {
             }
             state.sequence += 1
             state.leader[key] = .init(value: value, revision: state.sequence)
+            if state.writesApplyButTimeOut {
+                throw NATSError(code: 26, function: function, context: key, text: "Timeout")
+            }
             return state.sequence
         }
     }
