@@ -540,8 +540,8 @@ extension EvaluatorRuntime {
             for partition in plan.released.union(plan.retaken).sorted() { venue.stopFollowing(partition) }
             retryUnread(venue, holding: now)
             guard plan.changed else { continue }
-            if now.contains(0) && !plan.kept.contains(0) { partitionState.totals[id] = [:] }
             let taken = plan.taken
+            if taken.contains(0) { partitionState.totals[id] = [:] }
             guard !taken.isEmpty, let streamJournal = partitionState.streamJournal else {
                 try journalPartitions(venue: id, now)
                 continue
@@ -684,8 +684,8 @@ extension EvaluatorRuntime {
     /// parts changed, on `occupancy/{region}` (retained; the gate adds partition 0's token).
     /// - Parameter reconcile: look at every venue's parts whether or not a part came in since
     ///   (each stats interval): a total the parts no longer add up to goes out again, whatever
-    ///   change was missed. A suite run under load once ended with every part at 0 and the
-    ///   total at 1 for 30 s (how the last change was missed is not known).
+    ///   change was missed (docs/scale.md, "Occupancy": a suite run under load once ended
+    ///   with the total one off its parts for 30 s).
     func occupancyTotals(reconcile: Bool = false) -> [OutboxPublisher.Row] {
         var rows: [OutboxPublisher.Row] = []
         for (id, venue) in partitionState.served.sorted(by: { $0.key < $1.key }) {
