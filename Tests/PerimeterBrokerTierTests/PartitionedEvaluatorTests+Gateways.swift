@@ -280,8 +280,10 @@ extension PartitionedEvaluatorTests {
                 } catch {
                     let (total, parts) = PartitionedTier.occupancy(
                         of: region, in: inbox.messages, partitions: partitioning.all)
+                    let retained = await PartitionedTier.retainedOccupancy(
+                        of: region, partitions: partitioning.all, port: cluster.nodes[1].mqttPort, cleanup: cleanup)
                     Issue.record(
-                        "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages))"
+                        "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages)); \(retained)"
                     )
                 }
             }

@@ -169,6 +169,30 @@ enum PartitionedTier {
         return (total, partitions.compactMap { board.parts[region]?[$0]?.count })
     }
 
+    /// What a fresh subscription on `port` reads of `region`'s retained occupancy (the total
+    /// and the latest part per partition, as ``occupancy(of:in:partitions:)`` reads them), for a
+    /// failure message: a part the live subscription never got may still be in the broker's
+    /// retained store (a delivery lost) or not (never published).
+    static func retainedOccupancy(
+        of region: String, partitions: Range<Int> = partitioning.all, port: Int, cleanup: Cleanup
+    ) async -> String {
+        do {
+            let fresh = try await NATSClusterTests.connectedInbox(
+                "retained-\(UUID().uuidString.prefix(8))", port: port,
+                filters: ["\(Tier.root)/occupancy/\(region)", "\(Tier.root)/occupancy/\(region)/p/+"],
+                cleanup: cleanup)
+            let messages =
+                (try? await fresh.waitFor("the retained total and parts", timeout: .seconds(15)) {
+                    Set($0.map(\.topic)).count == partitions.count + 1
+                }) ?? fresh.messages
+            let (total, parts) = occupancy(of: region, in: messages, partitions: partitions)
+            return
+                "retained, read afresh: total \(total as Any), parts \(parts) (\(partHistory(of: region, in: messages)))"
+        } catch {
+            return "retained not read: \(error)"
+        }
+    }
+
     /// Every part of `region` received, per partition, in arrival order: `token/n=count`.
     static func partHistory(of region: String, in messages: [MQTTMessage]) -> String {
         let prefix = "\(Tier.root)/occupancy/\(region)/p/"
@@ -488,8 +512,10 @@ struct PartitionedEvaluatorTests {
                     lastToken[partition] = token
                     changes.append("p\(partition) token \(token) at \(message.topic)")
                 }
+                let retained = await PartitionedTier.retainedOccupancy(
+                    of: "hall", port: cluster.nodes[1].mqttPort, cleanup: cleanup)
                 Issue.record(
-                    "occupancy at the end: total \(total as Any), parts \(parts), expected \(inside); \(changes.joined(separator: "; ")); parts received: \(PartitionedTier.partHistory(of: "hall", in: inbox.messages))"
+                    "occupancy at the end: total \(total as Any), parts \(parts), expected \(inside); \(changes.joined(separator: "; ")); parts received: \(PartitionedTier.partHistory(of: "hall", in: inbox.messages)); \(retained)"
                 )
             }
             // The killed one restarts from its snapshot and journal, holds nothing until its
