@@ -154,6 +154,31 @@ struct DatabaseTests {
         #expect(try database.scalar("SELECT count(*) FROM regions")?.int == 101)
     }
 
+    @Test("BEGIN and COMMIT are prepared once: a hundred transactions add no statement after the first")
+    func transactionStatementsCached() throws {
+        let database = try Database(path: ":memory:")
+        // Not through a migration (its own transaction would cache BEGIN and COMMIT first).
+        try database.execute("CREATE TABLE regions(id TEXT PRIMARY KEY, name TEXT, radius REAL)")
+        let base = database.cachedStatementCount
+        try database.transaction { try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r0", 0.0) }
+        #expect(database.cachedStatementCount == base + 3, "BEGIN IMMEDIATE, the insert, COMMIT")
+        for index in 1..<100 {
+            try database.transaction {
+                try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r\(index)", Double(index))
+            }
+        }
+        #expect(database.cachedStatementCount == base + 3)
+        struct Undo: Error {}
+        #expect(throws: Undo.self) {
+            try database.transaction {
+                try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r100", 100.0)
+                throw Undo()
+            }
+        }
+        #expect(try database.scalar("SELECT count(*) FROM regions")?.int == 100, "the failed one rolled back")
+        #expect(!database.isInTransaction)
+    }
+
     @Test("a second writer waits out the busy timeout, then fails with SQLITE_BUSY")
     func busyTimeout() throws {
         let path = try temporaryDatabasePath()

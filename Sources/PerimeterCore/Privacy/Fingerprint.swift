@@ -22,9 +22,16 @@ struct Fingerprint: Sendable, Hashable, Codable {
         private var value: UInt64 = 0xcbf2_9ce4_8422_2325
 
         mutating func add(_ text: String) {
-            for byte in text.utf8 {
-                value ^= UInt64(byte)
-                value &*= 0x0000_0100_0000_01b3
+            // Over the string's contiguous bytes: iterating `utf8` went through the generic
+            // collection witnesses, 1–2 % of the evaluator's CPU at peak (`perf`).
+            var text = text
+            value = text.withUTF8 { bytes in
+                var value = self.value
+                for byte in bytes {
+                    value ^= UInt64(byte)
+                    value &*= 0x0000_0100_0000_01b3
+                }
+                return value
             }
         }
 
