@@ -906,11 +906,12 @@ final class EvaluatorRuntime {
                                     subject: subject, venue: venue, level: Topics.level(subject), through: item.row.seq)
                             }
                         }
-                        toPublish += try store.commit(
+                        toPublish += try store.write(
                             seq: item.row.seq, venue: item.venue, messages: item.messages, events: item.events, now: now
                         )
                         if item.forget { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", item.row.seq) }
                     }
+                    try store.advanceCursor(to: rows.last!.seq)
                     try record(acknowledged)
                     groupCommits += 1
                     if Self.faultKillInGroupCommit > 0 && groupCommits >= Self.faultKillInGroupCommit && rows.count > 1

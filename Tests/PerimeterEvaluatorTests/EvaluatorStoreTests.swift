@@ -1,4 +1,5 @@
 import Foundation
+import PerimeterCore
 import PerimeterEvaluator
 import PerimeterTestSupport
 import Testing
@@ -90,6 +91,28 @@ struct EvaluatorJournalNumberingTests {
         #expect(burst == [7, 8, 9], "\(removal)")
         #expect(try store.inbox(after: 6).map(\.topic) == (0..<3).map { "perimeter/v1/v/obs/cy-\($0)/gps" })
         #expect(try store.journal([], received: Date()) == [])
+    }
+
+    @Test(
+        "marking sent takes exactly the numbers acknowledged, in any order and with gaps",
+        arguments: [
+            [Int64](),
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            [3, 1, 2, 7, 9, 8],
+            [10, 5, 1],
+            [2, 2, 3, 5, 4, 9],
+            [1, 3, 5, 7, 9],
+        ])
+    func markSent(acknowledged: [Int64]) throws {
+        let (store, _) = try Self.store()
+        let messages = (1...10).map {
+            OutboundMessage(topic: "perimeter/v1/test/event/\($0)", payload: Array("\($0)".utf8), qos: 1, retain: false)
+        }
+        let rows = try store.commit(seq: 1, venue: nil, messages: messages, events: [], now: Date())
+        #expect(rows.map(\.number) == Array(1...10))
+        try store.markSent(acknowledged)
+        let unsent = try store.unsent().map(\.number)
+        #expect(unsent == Array(1...10).filter { !acknowledged.contains($0) }, "acknowledged \(acknowledged)")
     }
 
     @Test("a journal written with AUTOINCREMENT keeps its numbers and rows; the next continues after them")
