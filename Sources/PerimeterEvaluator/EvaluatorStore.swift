@@ -129,7 +129,38 @@ public final class EvaluatorStore {
         Migration(
             6, "refused outbox rows indexed by when they were committed",
             sql: "CREATE INDEX IF NOT EXISTS outbox_refused ON outbox(created) WHERE sent = 2;"),
+        // The outbox's AUTOINCREMENT, as the journal's before schema 5: `sqlite_sequence`
+        // written with every outbox row, two or three times per transition. The store numbers
+        // its rows itself (``write(seq:venue:messages:events:now:)``).
+        Migration(
+            7, "outbox rows numbered without AUTOINCREMENT",
+            sql: """
+                CREATE TABLE outbox_numbered(
+                    number INTEGER PRIMARY KEY,
+                    inbox_seq INTEGER NOT NULL,
+                    topic TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    qos INTEGER NOT NULL,
+                    retain INTEGER NOT NULL,
+                    expiry INTEGER,
+                    event_id TEXT,
+                    sent INTEGER NOT NULL DEFAULT 0,
+                    created REAL NOT NULL DEFAULT 0);
+                INSERT INTO outbox_numbered(number, inbox_seq, topic, payload, qos, retain, expiry, event_id, sent, created)
+                    SELECT number, inbox_seq, topic, payload, qos, retain, expiry, event_id, sent, created
+                    FROM outbox ORDER BY number;
+                DROP TABLE outbox;
+                ALTER TABLE outbox_numbered RENAME TO outbox;
+                CREATE INDEX outbox_unsent ON outbox(number) WHERE sent = 0;
+                CREATE INDEX outbox_refused ON outbox(created) WHERE sent = 2;
+                """),
     ]
+
+    /// The highest outbox number handed out by this store (nil until the first row is written):
+    /// numbers are never reused while this process runs, even when the newest rows are deleted
+    /// (an erasure, a standby's or a refusal's pruning) and an acknowledgement of one deleted
+    /// row may still be on its way. Across a restart nothing is in flight.
+    private var lastOutboxNumber: Int64?
 
     public init(path: String) throws {
         database = try Database(path: path)
@@ -234,15 +265,20 @@ public final class EvaluatorStore {
                     message.payload, message.qos)
             }
         }
+        if !messages.isEmpty && lastOutboxNumber == nil {
+            lastOutboxNumber = try highestOutboxNumber()
+        }
         for message in messages {
+            let number = lastOutboxNumber! + 1
             _ = try database.run(
                 """
-                INSERT INTO outbox(inbox_seq, topic, payload, qos, retain, expiry, event_id, created)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO outbox(number, inbox_seq, topic, payload, qos, retain, expiry, event_id, created)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
-                seq, message.topic, message.payload, message.qos, message.retain, message.expiry.map { Int($0) },
-                message.eventID, now)
-            rows.append(OutboxRow(number: database.lastInsertRowID, message: message))
+                number, seq, message.topic, message.payload, message.qos, message.retain,
+                message.expiry.map { Int($0) }, message.eventID, now)
+            lastOutboxNumber = number
+            rows.append(OutboxRow(number: number, message: message))
         }
         if let venue {
             for event in events {
@@ -260,6 +296,11 @@ public final class EvaluatorStore {
             }
         }
         return rows
+    }
+
+    /// The highest outbox number in the table (0 when empty).
+    private func highestOutboxNumber() throws -> Int64 {
+        Int64(try database.scalar("SELECT coalesce(max(number), 0) FROM outbox")?.int ?? 0)
     }
 
     /// Records that the journal is processed through `seq` (inside the caller's transaction).

@@ -93,6 +93,71 @@ struct EvaluatorJournalNumberingTests {
         #expect(try store.journal([], received: Date()) == [])
     }
 
+    @Test("outbox numbers are never handed out twice while the store runs, the newest rows deleted or not")
+    func outboxNumbers() throws {
+        let (store, path) = try Self.store()
+        func message(_ subject: String) -> OutboundMessage {
+            OutboundMessage(topic: "perimeter/v1/v/event/hall/\(subject)", payload: [1], qos: 1, retain: false)
+        }
+        for index in 0..<3 {
+            try store.journal(topic: "perimeter/v1/v/obs/ann/gps", payload: [UInt8(index)], received: Date())
+        }
+        let first = try store.commit(
+            seq: 1, venue: "v", messages: [message("bob"), message("ann")], events: [], now: Date())
+        #expect(first.map(\.number) == [1, 2])
+        // The newest row (ann's, perhaps still in flight) is erased: its number is not reused.
+        try store.erase(subject: "ann", venue: "v", level: "ann", through: 2)
+        #expect(try store.unsent().map(\.number) == [1])
+        let second = try store.commit(seq: 2, venue: "v", messages: [message("cy")], events: [], now: Date())
+        #expect(second.map(\.number) == [3])
+        try store.markSent([1, 3])
+        // A standby's pruning deletes every unsent row; later rows still count on.
+        let third = try store.commit(seq: 3, venue: "v", messages: [message("dee")], events: [], now: Date())
+        #expect(third.map(\.number) == [4])
+        #expect(try store.dropUnsent(before: Date().addingTimeInterval(60)) == 1)
+        #expect(
+            try store.commit(seq: 3, venue: "v", messages: [message("eve")], events: [], now: Date()).map(\.number) == [
+                5
+            ])
+        // After a restart (nothing in flight) numbering goes on past the table's highest row.
+        let reopened = try EvaluatorStore(path: path)
+        #expect(
+            try reopened.commit(seq: 3, venue: "v", messages: [message("fay")], events: [], now: Date()).map(\.number)
+                == [6])
+    }
+
+    @Test("an outbox numbered with AUTOINCREMENT keeps its rows and numbers; the next continues after them")
+    func outboxMigrated() throws {
+        let (store, path) = try Self.store()
+        let rows = (1...3).map {
+            OutboundMessage(topic: "perimeter/v1/v/event/hall/s\($0)", payload: [UInt8($0)], qos: 1, retain: false)
+        }
+        _ = try store.commit(seq: 0, venue: nil, messages: rows, events: [], now: Date())
+        try store.markSent([1])
+        // What schema 6 left: the same rows in a table numbered with AUTOINCREMENT.
+        try store.database.execute(
+            """
+            CREATE TABLE old(number INTEGER PRIMARY KEY AUTOINCREMENT, inbox_seq INTEGER NOT NULL, topic TEXT NOT NULL,
+                payload BLOB NOT NULL, qos INTEGER NOT NULL, retain INTEGER NOT NULL, expiry INTEGER, event_id TEXT,
+                sent INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL DEFAULT 0);
+            INSERT INTO old SELECT number, inbox_seq, topic, payload, qos, retain, expiry, event_id, sent, created FROM outbox;
+            DROP TABLE outbox; ALTER TABLE old RENAME TO outbox;
+            CREATE INDEX outbox_unsent ON outbox(number) WHERE sent = 0;
+            CREATE INDEX outbox_refused ON outbox(created) WHERE sent = 2;
+            PRAGMA user_version = 6;
+            """)
+        let reopened = try EvaluatorStore(path: path)
+        let sql = try reopened.database.scalar("SELECT sql FROM sqlite_master WHERE name = 'outbox'")?.string ?? ""
+        #expect(!sql.contains("AUTOINCREMENT"), "\(sql)")
+        #expect(try reopened.unsent().map(\.number) == [2, 3])
+        #expect(try reopened.unsent().map(\.message.payload) == [[2], [3]])
+        let next = try reopened.commit(seq: 0, venue: nil, messages: [rows[0]], events: [], now: Date())
+        #expect(next.map(\.number) == [4])
+        let indexes = try reopened.database.query(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
+        #expect(Set(indexes.compactMap { $0[0].string }) == ["outbox_unsent", "outbox_refused"])
+    }
+
     @Test(
         "marking sent takes exactly the numbers acknowledged, in any order and with gaps",
         arguments: [
