@@ -102,8 +102,14 @@ struct PartitionLeaseTests {
             #expect(a.step().released == [1, 3])
             #expect(a.publishable.keys.sorted() == [0, 2])
             var takenByB: Set<Int> = []
+            // When each of B's rounds started: a test process starved for longer than B's
+            // renewals can bridge (the whole suite and other work on two cores) lets its keys
+            // expire on the store's clock, which is a loss, not a fault of the keeper.
+            var roundTimesOfB: [(start: ContinuousClock.Instant, end: ContinuousClock.Instant)] = []
             try await waitUntil("B takes 1 and 3", timeout: ttl * 2, every: .milliseconds(100)) {
+                let started = ContinuousClock.now
                 takenByB.formUnion(await b.stepAsync().acquired)
+                roundTimesOfB.append((started, ContinuousClock.now))
                 return b.publishable.keys.sorted() == [1, 3]
             }
             #expect(takenByB == [1, 3])
@@ -117,9 +123,12 @@ struct PartitionLeaseTests {
             let aStillPublishing = Mutex<[Int: UInt64]>([:])
             // B's rounds meanwhile (how long each took, what it lost): why, if it lost one.
             var roundsOfB: [String] = []
+            var lostByB: Set<Int> = []
             try await waitUntil("B holds every partition", timeout: .seconds(40), every: .milliseconds(300)) {
                 let started = ContinuousClock.now
                 let round = await b.stepAsync()
+                roundTimesOfB.append((started, ContinuousClock.now))
+                lostByB.formUnion(round.lost)
                 roundsOfB.append("\(ContinuousClock.now - started) lost \(round.lost) acquired \(round.acquired)")
                 if !round.acquired.isEmpty { aStillPublishing.withLock { $0 = a.publishable } }
                 return b.publishable.count == 4
@@ -128,10 +137,31 @@ struct PartitionLeaseTests {
             #expect(aStillPublishing.withLock { $0 }.isEmpty, "A may not publish once B holds its partitions")
             let tokensAfter = b.publishable
             #expect(tokensAfter[0]! > tokensA[0]! && tokensAfter[2]! > tokensA[2]!)
-            #expect(
-                tokensAfter[1] == tokensB[1] && tokensAfter[3] == tokensB[3],
-                "B kept 1 and 3 through the takeover: \(tokensB) → \(tokensAfter); B's rounds: \(roundsOfB.joined(separator: "; ")); the keepers said: \(Self.log.records.suffix(20).map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "; "))"
-            )
+            // The longest window in which B may have sent nothing: from a round's start to the
+            // end of the next. Renewals are due a third of a TTL after the last: a window under
+            // half a TTL leaves a sixth of it for the write to land.
+            let longestPause = zip(roundTimesOfB, roundTimesOfB.dropFirst()).map { $1.end - $0.start }.max() ?? .zero
+            let said =
+                "B's rounds: \(roundsOfB.joined(separator: "; ")); the keepers said: \(Self.log.records.suffix(20).map { "\($0.level) \($0.message) \($0.metadata)" }.joined(separator: "; "))"
+            if longestPause < ttl / 2 {
+                // Renewed in time: nothing of B's changes hands.
+                #expect(
+                    tokensAfter[1] == tokensB[1] && tokensAfter[3] == tokensB[3] && lostByB.isEmpty,
+                    "B kept 1 and 3 through the takeover (its rounds at most \(longestPause) apart): \(tokensB) → \(tokensAfter); \(said)"
+                )
+            } else {
+                // Starved past what renewals bridge: whatever expired was said to be lost and
+                // taken again under a higher token, never kept silently under the old one.
+                for partition in [1, 3] where tokensAfter[partition] != tokensB[partition] {
+                    #expect(
+                        lostByB.contains(partition) && tokensAfter[partition]! > tokensB[partition]!,
+                        "partition \(partition) changed token without a loss said (B's rounds up to \(longestPause) apart): \(tokensB) → \(tokensAfter); \(said)"
+                    )
+                }
+                print(
+                    "partition leases: the test's rounds of B were up to \(longestPause) apart (TTL \(ttl)); lost \(lostByB.sorted())"
+                )
+            }
 
             // A resumes: its renewals are refused and it publishes nothing; it is a member
             // again, so B gives 0 and 2 back and A takes them with tokens higher than B's.
