@@ -102,7 +102,7 @@ struct PartitionLeaseTests {
             #expect(a.step().released == [1, 3])
             #expect(a.publishable.keys.sorted() == [0, 2])
             var takenByB: Set<Int> = []
-            // When each of B's rounds started: a test process starved for longer than B's
+            // When each of B's rounds started and ended: a test process starved for longer than B's
             // renewals can bridge (the whole suite and other work on two cores) lets its keys
             // expire on the store's clock, which is a loss, not a fault of the keeper.
             var roundTimesOfB: [(start: ContinuousClock.Instant, end: ContinuousClock.Instant)] = []
