@@ -265,11 +265,8 @@ public final class EvaluatorStore {
                     message.payload, message.qos)
             }
         }
-        if !messages.isEmpty && lastOutboxNumber == nil {
-            lastOutboxNumber = try highestOutboxNumber()
-        }
         for message in messages {
-            let number = lastOutboxNumber! + 1
+            let number = try nextOutboxNumber()
             _ = try database.run(
                 """
                 INSERT INTO outbox(number, inbox_seq, topic, payload, qos, retain, expiry, event_id, created)
@@ -277,7 +274,6 @@ public final class EvaluatorStore {
                 """,
                 number, seq, message.topic, message.payload, message.qos, message.retain,
                 message.expiry.map { Int($0) }, message.eventID, now)
-            lastOutboxNumber = number
             rows.append(OutboxRow(number: number, message: message))
         }
         if let venue {
@@ -298,9 +294,13 @@ public final class EvaluatorStore {
         return rows
     }
 
-    /// The highest outbox number in the table (0 when empty).
-    private func highestOutboxNumber() throws -> Int64 {
-        Int64(try database.scalar("SELECT coalesce(max(number), 0) FROM outbox")?.int ?? 0)
+    /// The next outbox number: one past the last handed out, or past the table's highest row
+    /// at the first (a number skipped by a failed insert stays unused).
+    private func nextOutboxNumber() throws -> Int64 {
+        let last =
+            try lastOutboxNumber ?? Int64(database.scalar("SELECT coalesce(max(number), 0) FROM outbox")?.int ?? 0)
+        lastOutboxNumber = last + 1
+        return last + 1
     }
 
     /// Records that the journal is processed through `seq` (inside the caller's transaction).

@@ -46,14 +46,6 @@ public final class Database {
         case deferred = "DEFERRED"
         /// Take the write lock at BEGIN, so the transaction never fails half-way with SQLITE_BUSY.
         case immediate = "IMMEDIATE"
-
-        /// The statement that begins a transaction of this kind.
-        var begin: String {
-            switch self {
-            case .deferred: "BEGIN DEFERRED"
-            case .immediate: "BEGIN IMMEDIATE"
-            }
-        }
     }
 
     public let path: String
@@ -316,7 +308,7 @@ public final class Database {
     public func transaction<T>(_ kind: TransactionKind = .immediate, _ body: () throws -> T) throws -> T {
         let savepoint = "perimeter_\(transactionDepth)"
         if transactionDepth == 0 {
-            try run(kind.begin, parameters: [])
+            try run("BEGIN \(kind.rawValue)", parameters: [])
         } else {
             try run("SAVEPOINT \(savepoint)", parameters: [])
         }
