@@ -244,6 +244,10 @@ struct EvaluatorServiceTests {
         }
         let deskEnter = harness.messages("enter").compactMap(\.json).first { $0["region"] == "desk" }
         #expect(deskEnter?["source"] == "ble-gateway")
+        // The place goes out after the enter (a later message of the same group): wait for it.
+        try await harness.waitFor("the tag's place") { messages in
+            messages.contains { $0.topic.hasSuffix("/place/\(tagSubject)") }
+        }
         let place = harness.messages("place").last { $0.topic.hasSuffix(tagSubject) }?.json
         #expect(place?["place"] == "office")
         await harness.stop()
