@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CNats", pkgConfig: "libnats", providers: [.apt(["libnats-dev"])]),
+        // Linux's pidfd_open(2), which glibc 2.36 does not declare: a header, no library.
+        .systemLibrary(name: "CProcess"),
 
         // Pure domain: geometry, geodesy, spatial index, region state machine. No C, no I/O.
         .target(name: "PerimeterCore"),
@@ -50,7 +52,8 @@ let package = Package(
         // Service kit: Service protocol, service group, signals, logging, configuration, broker process;
         // it re-exports PerimeterHTTP's server for the services' endpoints.
         .target(
-            name: "PerimeterKit", dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP", "PerimeterNet"]),
+            name: "PerimeterKit",
+            dependencies: ["PerimeterCore", "PerimeterMQTT", "PerimeterHTTP", "PerimeterNet", "CProcess"]),
 
         // Services as libraries: the region evaluator (journal, outbox, MQTT wiring around the core).
         .target(

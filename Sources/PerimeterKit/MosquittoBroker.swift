@@ -174,11 +174,7 @@ public final class MosquittoBroker: Sendable {
         // a test run for good. So it is said again every second, and SIGKILL ends it after 10 s.
         for _ in 0..<10 {
             child.signal(SIGTERM)
-            if (try? await waitForCondition(timeout: .seconds(1), every: .milliseconds(5)) { child.poll() != nil })
-                == true
-            {
-                break
-            }
+            if await child.wait(timeout: .seconds(1)) != nil { break }
         }
         if child.poll() == nil { child.signal(SIGKILL) }
         await child.wait()

@@ -3,7 +3,8 @@ import Foundation
 /// Runs blocking network work on at most `size` threads of its own, kept for the next piece of
 /// work instead of one new thread each (``Blocking/run(_:)``): the notifier's webhook and mail
 /// deliveries, `notifier.concurrency` at a time. Work beyond `size` waits its turn, first come
-/// first served. Idle threads sleep on a condition (no polling) and end at ``stop()``.
+/// first served. Idle threads sleep on a condition (no polling) and end at ``stop()``. Also the
+/// process's pool for ``Blocking/run(_:)``.
 ///
 /// - Important: `@unchecked Sendable`: every stored property but `size` is used only under
 ///   `condition`.
@@ -35,8 +36,7 @@ public final class BlockingPool: @unchecked Sendable {
         return threads
     }
 
-    /// Runs `work` on one of the pool's threads and returns its result. After ``stop()`` the
-    /// work runs on a thread of its own, as ``Blocking/run(_:)`` does.
+    /// Runs `work` on one of the pool's threads and returns its result.
     public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             execute { continuation.resume(with: Result { try work() }) }
@@ -45,14 +45,12 @@ public final class BlockingPool: @unchecked Sendable {
 
     /// Queues `job` for one of the pool's threads and returns at once; the job reports what it
     /// did itself (no task waits for it: a caller that keeps many jobs going saves the hand-over
-    /// to a task and back for each). After ``stop()`` it runs on a thread of its own.
+    /// to a task and back for each). After ``stop()`` it still runs on a thread of the pool,
+    /// started for it if none is left, which ends once nothing is queued.
     public func execute(_ job: @escaping @Sendable () -> Void) {
         condition.lock()
-        if stopped {
-            condition.unlock()
-            Thread.detachNewThread(job)
-            return
-        }
+        // `threads` counts every thread that will look at the queue again (one leaves the
+        // count, under the lock, only when it found the queue empty after a stop).
         jobs.append(job)
         let start = idle == 0 && threads < size
         if start { threads += 1 } else { condition.signal() }
@@ -112,8 +110,8 @@ public final class BlockingPool: @unchecked Sendable {
         }
     }
 
-    /// Lets the threads end once the work queued so far is done; work run later gets a
-    /// thread of its own. Returns without waiting for them.
+    /// Lets the threads end once the work queued so far is done (work queued later starts a
+    /// thread again, which ends the same way). Returns without waiting for them.
     public func stop() {
         condition.lock()
         stopped = true

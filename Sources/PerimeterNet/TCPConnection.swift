@@ -141,12 +141,13 @@ public final class TCPConnection: @unchecked Sendable {
     }
 }
 
-/// Runs blocking network work on a thread of its own, so that a slow peer never holds one of
-/// the few threads Swift concurrency runs tasks on.
+/// Runs blocking network work off the threads Swift concurrency runs tasks on, so that a slow
+/// peer never holds one of those few: on a pool of the process's (threads kept for the next
+/// call and asleep while idle, not one new thread per call), at most `pool.size` at once.
 public enum Blocking {
+    static let pool = BlockingPool(size: 64, name: "blocking")
+
     public static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-        }
+        try await pool.run(work)
     }
 }

@@ -132,7 +132,13 @@ public func runProduct(
     let child = try Subprocess.spawn(
         Products.executable(product), arguments, stdin: input, stdout: .file(out, append: false),
         stderr: .file(err, append: false))
-    let status = try await withTimeout(timeout, "\(product) \(arguments.joined(separator: " "))") { await child.wait() }
+    // A wait on the child is not cancellable (it has not ended): past the timeout the child is
+    // killed, so a hung command fails the test instead of holding it.
+    guard let status = await child.wait(timeout: timeout) else {
+        child.signal(SIGKILL)
+        await child.wait()
+        throw TimeoutError(what: "\(product) \(arguments.joined(separator: " "))", timeout: timeout)
+    }
     return (
         status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
         (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""

@@ -96,11 +96,33 @@ struct SubprocessTests {
         #expect(await sleeping.wait() == .signalled(SIGKILL))
     }
 
+    @Test(
+        "a timed wait says nil while the child runs and its end once it ends; every waiter hears it, also after a poll reaped it"
+    )
+    func timedWait() async throws {
+        let child = try Subprocess.spawn("/bin/sleep", ["30"])
+        // `sleep 30` cannot have ended within 50 ms: nil is the only right answer.
+        #expect(await child.wait(timeout: .milliseconds(50)) == nil)
+        #expect(child.isRunning)
+        // Several waiters at once (each with its own pidfd), woken by the end, not by their timeouts.
+        async let first = child.wait(timeout: .seconds(60))
+        async let second = child.wait(timeout: .seconds(60))
+        child.signal(SIGTERM)
+        #expect(await first == .signalled(SIGTERM))
+        #expect(await second == .signalled(SIGTERM))
+        // Reaped already: a later wait answers at once from what was kept.
+        #expect(await child.wait(timeout: .seconds(60)) == .signalled(SIGTERM))
+        let quick = try Subprocess.spawn("/bin/sh", ["-c", "exit 4"])
+        try await waitUntil("the shell was reaped by a poll") { quick.poll() != nil }
+        #expect(await quick.wait(timeout: .seconds(60)) == .exited(4))
+    }
+
     @Test("a child started from a Dispatch thread still honours SIGTERM (clean signal mask)")
     func cleanSignalMask() async throws {
         let child = try await Task.detached { try Subprocess.spawn("/bin/sleep", ["30"]) }.value
         child.signal(SIGTERM)
-        let outcome = try await withTimeout(.seconds(5), "sleep to end on SIGTERM") { await child.wait() }
+        let outcome = await child.wait(timeout: .seconds(5))
+        if outcome == nil { child.signal(SIGKILL) }
         #expect(outcome == .signalled(SIGTERM))
     }
 

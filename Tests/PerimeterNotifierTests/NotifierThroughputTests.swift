@@ -243,5 +243,9 @@ struct BlockingPoolTests {
         #expect(value == 42)
         pool.stop()
         try await waitUntil("the threads ended") { pool.threadCount == 0 }
+        // Work after the stop still runs on a thread of the pool, which ends with it.
+        let threadsDuringLateJob = try await pool.run { pool.threadCount }
+        #expect(threadsDuringLateJob == 1)
+        try await waitUntil("the late thread ended") { pool.threadCount == 0 }
     }
 }

@@ -160,10 +160,10 @@ struct DatabaseTests {
         // Not through a migration (its own transaction would cache BEGIN and COMMIT first).
         try database.execute("CREATE TABLE regions(id TEXT PRIMARY KEY, name TEXT, radius REAL)")
         let base = database.cachedStatementCount
-        try database.transaction { try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r0", 0.0) }
+        _ = try database.transaction { try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r0", 0.0) }
         #expect(database.cachedStatementCount == base + 3, "BEGIN IMMEDIATE, the insert, COMMIT")
         for index in 1..<100 {
-            try database.transaction {
+            _ = try database.transaction {
                 try database.run("INSERT INTO regions(id, radius) VALUES (?, ?)", "r\(index)", Double(index))
             }
         }

@@ -154,13 +154,9 @@ struct BenchMQTTCommand: ParsableCommand {
             let termination = await publisher.wait()
             guard termination == .exited(0) else { throw ExitCode(1, "mosquitto_pub \(termination)") }
         }
-        let deadline = ContinuousClock.now + .seconds(120)
-        while subscriber.isRunning {
-            if ContinuousClock.now > deadline {
-                subscriber.signal(SIGKILL)
-                throw ExitCode(1, "mosquitto_sub did not receive all \(count) messages within 120 s (messages lost?)")
-            }
-            try await Task.sleep(for: .microseconds(200))
+        if await subscriber.wait(timeout: .seconds(120)) == nil {
+            subscriber.signal(SIGKILL)
+            throw ExitCode(1, "mosquitto_sub did not receive all \(count) messages within 120 s (messages lost?)")
         }
         return Self.seconds(ContinuousClock.now - started)
     }

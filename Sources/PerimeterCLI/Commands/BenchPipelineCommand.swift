@@ -564,13 +564,11 @@ extension BenchChild {
     /// SIGTERM, then how it ended (SIGKILL after 10 s).
     func stopGracefully() async -> String {
         process.signal(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
+        guard let termination = await process.wait(timeout: .seconds(10)) else {
             process.signal(SIGKILL)
-            return "did not stop within 10 s of SIGTERM: \(process.waitBlocking())"
+            return "did not stop within 10 s of SIGTERM: \(await process.wait())"
         }
-        return "stopped on SIGTERM, \(process.poll().map { "\($0)" } ?? "?")"
+        return "stopped on SIGTERM, \(termination)"
     }
 
     func stop() {
