@@ -227,6 +227,8 @@ final class HeldPage: HTTPStreamSource {
     /// 0: head next; 1: tail next once `due`; 2: done.
     private let step = Atomic<Int>(0)
     private let due = Atomic<Bool>(false)
+    /// The wait for the tail, cancelled if the connection ends first (nothing outlives it).
+    private let timer = Mutex<Task<Void, Never>?>(nil)
 
     init(_ page: String, seconds: Double) {
         let split = page.range(of: "</body>", options: .backwards)?.lowerBound ?? page.endIndex
@@ -236,10 +238,13 @@ final class HeldPage: HTTPStreamSource {
     }
 
     func start(_ stream: HTTPStream) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+        let wait = Task { [self, seconds] in
+            try? await Task.sleep(for: .seconds(seconds))
+            guard !Task.isCancelled else { return }
             due.store(true, ordering: .relaxed)
             stream.wake()
         }
+        timer.withLock { $0 = wait }
     }
 
     func next() -> HTTPStreamChunk {
@@ -255,5 +260,10 @@ final class HeldPage: HTTPStreamSource {
         }
     }
 
-    func stop() {}
+    func stop() {
+        timer.withLock { timer in
+            timer?.cancel()
+            timer = nil
+        }
+    }
 }

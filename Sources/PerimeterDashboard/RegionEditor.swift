@@ -44,7 +44,7 @@ struct RegionEditor: Sendable {
         let done = DispatchSemaphore(value: 0)
         let publish = publish
         let payload = change.payload
-        Task {
+        let publishing = Task {
             do {
                 try await publish(topic, payload)
                 result.withLock { $0 = .some(nil) }
@@ -54,6 +54,8 @@ struct RegionEditor: Sendable {
             done.signal()
         }
         if done.wait(timeout: .now() + 10) == .timedOut {
+            // Not left behind: the publish is given up (the page says so) and the task ends.
+            publishing.cancel()
             return Outcome(
                 status: 504,
                 json: ["ok": false, "problems": ["no acknowledgement from the broker within 10 s: is it connected?"]])

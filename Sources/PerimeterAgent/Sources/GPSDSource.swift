@@ -23,6 +23,7 @@ public struct GPSDSource: AgentSource {
 
     public func run(emit: @Sendable ([AgentMessage]) async throws -> Void) async throws {
         var noFix = 0
+        var otherClasses: Set<String> = []
         while !Task.isCancelled {
             do {
                 let connection = try SocketLines(host: host, port: port)
@@ -39,7 +40,14 @@ public struct GPSDSource: AgentSource {
                                 logger.debug("gpsd reports without a fix or a time: counted, not published")
                             }
                         case .other("WATCH"): logger.debug("gpsd is streaming reports")
-                        case .other: break
+                        case .other(let kind):
+                            // The first of each class is said (DEVICES, DEVICE, SKY, …; at most
+                            // 16 classes): when no fix comes, the log shows how far gpsd got.
+                            let kind = String(kind.prefix(40))
+                            if otherClasses.count < 16, otherClasses.insert(kind).inserted {
+                                logger.debug(
+                                    "gpsd sent a report of a class without fixes", metadata: ["class": .string(kind)])
+                            }
                         }
                     } catch let error as GPSDReport.Error {
                         logger.warning(
