@@ -210,7 +210,7 @@ struct MQTTClientTests {
             seen.append(state)
             if case .connected(true) = state { break }
         }
-        #expect(seen.contains { if case .reconnecting = $0 { true } else { false } })
+        #expect(seen.contains { if case .reconnecting = $0 { true } else { false } }, "states seen: \(seen)")
         #expect(subscriber.state == .connected(sessionPresent: true))
         #expect(subscriber.droppedMessages == 0)
     }
