@@ -176,8 +176,7 @@ public final class MosquittoBroker: Sendable {
             child.signal(SIGTERM)
             if await child.wait(timeout: .seconds(1)) != nil { break }
         }
-        if child.poll() == nil { child.signal(SIGKILL) }
-        await child.wait()
+        await child.end(within: .zero)
         process.withLock { $0 = nil }
     }
 

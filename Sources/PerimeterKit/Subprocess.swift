@@ -155,6 +155,16 @@ public final class Subprocess: Sendable {
         }
     }
 
+    /// Waits at most `grace` for the child to end; past it, kills it (SIGKILL) and waits for
+    /// that. Returns how it ended, and whether it had to be killed: what a caller that gives a
+    /// child a deadline does, so that no child outlives its caller's patience or is left a zombie.
+    @discardableResult
+    public func end(within grace: Duration) async -> (termination: Termination, killed: Bool) {
+        if let termination = await wait(timeout: grace) { return (termination, false) }
+        signal(SIGKILL)
+        return (await wait(), true)
+    }
+
     /// Waits at most `timeout` for the child to end; nil if it is still running then.
     ///
     /// Woken by the kernel, not by polling: a `pidfd_open(2)` descriptor turns readable when the

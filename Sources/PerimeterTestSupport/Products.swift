@@ -134,11 +134,8 @@ public func runProduct(
         stderr: .file(err, append: false))
     // A wait on the child is not cancellable (it has not ended): past the timeout the child is
     // killed, so a hung command fails the test instead of holding it.
-    guard let status = await child.wait(timeout: timeout) else {
-        child.signal(SIGKILL)
-        await child.wait()
-        throw TimeoutError(what: "\(product) \(arguments.joined(separator: " "))", timeout: timeout)
-    }
+    let (status, killed) = await child.end(within: timeout)
+    if killed { throw TimeoutError(what: "\(product) \(arguments.joined(separator: " "))", timeout: timeout) }
     return (
         status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
         (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""

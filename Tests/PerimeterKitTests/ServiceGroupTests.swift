@@ -117,6 +117,17 @@ struct SubprocessTests {
         #expect(await quick.wait(timeout: .seconds(60)) == .exited(4))
     }
 
+    @Test("end(within:) kills a child still running past its grace and reaps it; one that ends in time is not killed")
+    func endWithin() async throws {
+        let sleeping = try Subprocess.spawn("/bin/sleep", ["30"])
+        let (termination, killed) = await sleeping.end(within: .milliseconds(50))
+        #expect(killed && termination == .signalled(SIGKILL))
+        #expect(!sleeping.isRunning)
+        let quick = try Subprocess.spawn("/bin/sh", ["-c", "exit 3"])
+        let ended = await quick.end(within: .seconds(60))
+        #expect(!ended.killed && ended.termination == .exited(3))
+    }
+
     @Test("a child started from a Dispatch thread still honours SIGTERM (clean signal mask)")
     func cleanSignalMask() async throws {
         let child = try await Task.detached { try Subprocess.spawn("/bin/sleep", ["30"]) }.value

@@ -154,8 +154,7 @@ struct BenchMQTTCommand: ParsableCommand {
             let termination = await publisher.wait()
             guard termination == .exited(0) else { throw ExitCode(1, "mosquitto_pub \(termination)") }
         }
-        if await subscriber.wait(timeout: .seconds(120)) == nil {
-            subscriber.signal(SIGKILL)
+        if await subscriber.end(within: .seconds(120)).killed {
             throw ExitCode(1, "mosquitto_sub did not receive all \(count) messages within 120 s (messages lost?)")
         }
         return Self.seconds(ContinuousClock.now - started)

@@ -564,11 +564,8 @@ extension BenchChild {
     /// SIGTERM, then how it ended (SIGKILL after 10 s).
     func stopGracefully() async -> String {
         process.signal(SIGTERM)
-        guard let termination = await process.wait(timeout: .seconds(10)) else {
-            process.signal(SIGKILL)
-            return "did not stop within 10 s of SIGTERM: \(await process.wait())"
-        }
-        return "stopped on SIGTERM, \(termination)"
+        let (termination, killed) = await process.end(within: .seconds(10))
+        return killed ? "did not stop within 10 s of SIGTERM: \(termination)" : "stopped on SIGTERM, \(termination)"
     }
 
     func stop() {
