@@ -208,14 +208,35 @@ extension PartitionedEvaluatorTests {
                 let moveTook = movedAfter.withLock { $0 }
                 let missing: @Sendable () -> String = {
                     let seen = Set(inbox.transitions.map(\.id))
-                    let partitions = needed.subtracting(seen).compactMap { byID[$0] }.map {
-                        "\($0.subject)@p\(partitioning.partition(of: $0.subject))"
-                    }
+                    let absent = needed.subtracting(seen).compactMap { byID[$0] }
+                    let partitions = absent.map { "\($0.subject)@p\(partitioning.partition(of: $0.subject))" }
+                    // For each subject missing a transition: what was wanted, and every
+                    // transition received for it (a renumbered one shows here, a lost one not).
+                    let received = Set(absent.map(\.subject)).sorted().map { subject in
+                        let wanted = absent.filter { $0.subject == subject }.map { "\($0.kind) #\($0.seq)" }
+                        let got = inbox.messages.compactMap { message -> String? in
+                            guard let json = try? JSONParser.parse(message.payload),
+                                json["subject"]?.stringValue == subject, let event = json["event"]?.stringValue,
+                                event != "state"
+                            else { return nil }
+                            let seq = json["seq"]?.intValue.map(String.init) ?? "?"
+                            let token = json["token"]?.intValue.map(String.init) ?? "?"
+                            let at = json["t"]?.stringValue ?? "?"
+                            return "\(event) #\(seq) token \(token) t \(at)"
+                        }
+                        return "\(subject): wanted \(wanted), received \(got.suffix(6))"
+                    }.joined(separator: "; ")
                     // A move slower than the window read back cannot recover the rounds
                     // published while the partitions were unserved (the machine is too loaded
                     // for this scenario's timing, not a lost message).
                     let move = moveTook.map { "; the move took \($0) (replay window \(GatewayVenue.replay) s)" } ?? ""
-                    return "missing \(partitions.sorted())\(move); \(context())"
+                    // What the evaluators refused or set aside (dead letters, reports out of order).
+                    let refusals = [a, b, c].map { child in
+                        child.output.split(separator: "\n").filter {
+                            $0.contains("dead") || $0.contains("refused") || $0.contains("out of order")
+                        }.suffix(8).joined(separator: "\n")
+                    }.joined(separator: "\n---\n")
+                    return "missing \(partitions.sorted())\(move); by subject: \(received); refused:\n\(refusals)\n\(context())"
                 }
                 try await inbox.waitFor("round \(round)'s transitions", timeout: .seconds(30), context: missing) {
                     needed.isSubset(of: Set($0.compactMap(Transition.init).map(\.id)))
