@@ -236,7 +236,8 @@ extension PartitionedEvaluatorTests {
                             $0.contains("dead") || $0.contains("refused") || $0.contains("out of order")
                         }.suffix(8).joined(separator: "\n")
                     }.joined(separator: "\n---\n")
-                    return "missing \(partitions.sorted())\(move); by subject: \(received); refused:\n\(refusals)\n\(context())"
+                    return "missing \(partitions.sorted())\(move); by subject: \(received); "
+                        + "refused:\n\(refusals)\n\(context())"
                 }
                 try await inbox.waitFor("round \(round)'s transitions", timeout: .seconds(30), context: missing) {
                     needed.isSubset(of: Set($0.compactMap(Transition.init).map(\.id)))
