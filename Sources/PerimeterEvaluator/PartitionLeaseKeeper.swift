@@ -190,7 +190,7 @@ public final class PartitionLeaseKeeper: Sendable {
         // left to expire: counted as held by someone, so it is not taken again meanwhile.
         let plan = PartitionAssignment.plan(
             me: instance, members: members, holders: holders.filter { $0.value != instance || mine[$0.key] != nil },
-            count: partitions.count)
+            count: partitions.count, seniority: mine.mapValues(\.token))
         for partition in plan.release {
             guard let holding = holdings.withLock({ $0.removeValue(forKey: partition) }) else { continue }
             // Stop publishing first (done: removed), then free the key at our revision.

@@ -111,10 +111,11 @@ extension PartitionedEvaluatorTests {
     /// every partition, and 8 phones scan the lobby's beacon; every round is a transition for
     /// every tag. Three rounds, then the venue's stream is purged, as if they were older than
     /// the window a partition taken is read back (`replay`: the new holders cannot rebuild the
-    /// subjects from their observations, only from their retained states), two more rounds, then the holder of
-    /// partitions 0 and 3 is killed (`kill -9`); three rounds are published while its
-    /// partitions are unserved (the survivors journal the gateways' scans for their own
-    /// partitions only), then, once they are taken over, four more. Asserted: the subscriber's
+    /// subjects from their observations, only from their retained states), two more rounds, then `a` (its share
+    /// of the sticky layout: one or two partitions) is killed (`kill -9`); three rounds are
+    /// published while its partitions are unserved (the survivors journal the gateways' scans for their own
+    /// partitions only), then, once they are taken over, four more. Asserted: only the killed one's partitions
+    /// moved (each survivor still holds what it held and took over nothing else); the subscriber's
     /// transitions, deduplicated by id, are exactly those of the pure evaluator on the same
     /// scans (the gateways' scans of the unserved rounds are read back for the partitions
     /// taken; the tags' and phones' memberships, beacon regions included, continue from their
@@ -149,10 +150,10 @@ extension PartitionedEvaluatorTests {
                 "b", node: 1, cluster: cluster, ttl: ttl, venue: venue, cleanup: cleanup)
             let c = try await PartitionedTier.evaluator(
                 "c", node: 2, cluster: cluster, ttl: ttl, venue: venue, cleanup: cleanup)
-            // Three members: partition n is members[n mod 3]'s.
-            let layout: [(ChildProcess, Set<Int>)] = [(a, [0, 3]), (b, [1]), (c, [2])]
-            let settled: Bool? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
-                layout.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            // Three members: one holds two partitions, the others one each.
+            let members = ["a": a, "b": b, "c": c]
+            let settled: [String: Set<Int>]? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
+                PartitionedTier.settledLayout(members, count: 4)
             }
             // What the evaluators said about their partitions, and any trouble.
             let context: @Sendable () -> String = {
@@ -162,11 +163,15 @@ extension PartitionedEvaluatorTests {
                     }.suffix(30).joined(separator: "\n")
                 }.joined(separator: "\n---\n")
             }
-            guard settled != nil else {
+            guard let layout = settled else {
                 throw ChildFailure(
                     message:
-                        "the three never settled: \(layout.map { PartitionedTier.held($0.0) as Any }); \(context())")
+                        "the three never settled: \(members.mapValues { PartitionedTier.held($0) as Any }); \(context())"
+                )
             }
+            // The partitions of the evaluator to be killed, and what the survivors hold.
+            let doomed = layout["a"]!
+            let survivorsHeld = [layout["b"]!, layout["c"]!]
             let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
             cleanup.add { await publisher.disconnect() }
             try await publisher.connect(timeout: .seconds(20))
@@ -179,7 +184,7 @@ extension PartitionedEvaluatorTests {
             var expected: [String: RegionEvent] = [:]
             let t0 = (Date().timeIntervalSince1970 - 160).rounded()
 
-            /// How long after the kill partitions 0 and 3 were taken over, once they were.
+            /// How long after the kill its partitions were taken over, once they were.
             let movedAfter = Mutex<Duration?>(nil)
 
             /// Publishes round `round` and waits for its transitions in partitions other than
@@ -256,13 +261,23 @@ extension PartitionedEvaluatorTests {
             let offsets = [b.output.count, c.output.count]
             a.subprocess.signal(SIGKILL)
             let killed = ContinuousClock.now
-            for round in 5..<8 { try await play(round, unserved: [0, 3]) }
+            for round in 5..<8 { try await play(round, unserved: doomed) }
             let moved: Duration? = try await waitForValue(timeout: .seconds(30), every: .milliseconds(20)) {
                 let taken = PartitionedTier.takenOver(b, after: offsets[0])
                     .union(PartitionedTier.takenOver(c, after: offsets[1]))
-                return taken.isSuperset(of: [0, 3]) ? ContinuousClock.now - killed : nil
+                return taken.isSuperset(of: doomed) ? ContinuousClock.now - killed : nil
             }
-            #expect(moved != nil, "partitions 0 and 3 were not taken over within 30 s: \(context())")
+            #expect(moved != nil, "partitions \(doomed.sorted()) were not taken over within 30 s: \(context())")
+            // Only the dead member's partitions moved: each survivor still holds what it held,
+            // and took over nothing else (no handover between live members).
+            for (child, before, offset) in [(b, survivorsHeld[0], offsets[0]), (c, survivorsHeld[1], offsets[1])] {
+                let now = PartitionedTier.held(child) ?? []
+                let taken = PartitionedTier.takenOver(child, after: offset)
+                #expect(
+                    now.isSuperset(of: before) && taken.isSubset(of: doomed),
+                    "a survivor held \(before.sorted()), now \(now.sorted()), took over \(taken.sorted()): \(context())"
+                )
+            }
             movedAfter.withLock { $0 = moved }
             for round in 8..<12 { try await play(round) }
 
@@ -311,7 +326,7 @@ extension PartitionedEvaluatorTests {
             }
             print(
                 "partitioned gateways: \(all.count) transitions as in the fault-free run (\(tagCount) tags, \(phones.count) phones, 12 rounds); "
-                    + "partitions 0,3 taken over \(moved.map { "\($0)" } ?? "-") after the kill -9 (TTL \(ttl) s)\n"
+                    + "partitions \(doomed.sorted()) taken over \(moved.map { "\($0)" } ?? "-") after the kill -9 (TTL \(ttl) s)\n"
                     + ([b, c].flatMap { child in
                         child.output.split(separator: "\n").filter { $0.contains("partitions taken over") }
                     }.joined(separator: "\n")))

@@ -214,6 +214,15 @@ enum PartitionedTier {
         return Set(field.dropFirst(5).split(separator: ",").compactMap { Int($0) })
     }
 
+    /// What `children` (instance → process) hold, once it is a settled layout of `count`
+    /// partitions (``PartitionAssignment/isSettled(_:count:)``: every partition held by one,
+    /// each its share); nil before. Which partitions each holds depends on the order in which
+    /// they came in: the layout is sticky.
+    static func settledLayout(_ children: [String: ChildProcess], count: Int) -> [String: Set<Int>]? {
+        let layout = children.mapValues { held($0) ?? [] }
+        return PartitionAssignment.isSettled(layout, count: count) ? layout : nil
+    }
+
     /// The partitions `child`'s lease keeper acquired, in its output after `offset` characters.
     static func acquired(_ child: ChildProcess, after offset: Int) -> Set<Int> {
         partitions(in: child, after: offset, lines: "partition leases changed", field: "acquired=")
@@ -359,8 +368,8 @@ struct PartitionedEvaluatorTests {
 
     /// One venue on three evaluators (P = 6, two partitions each); `kill -9` of one while it
     /// still has rounds of the agents' fixes to process, five more rounds published while its
-    /// partitions are unserved, six once they are taken over. Its partitions move once their leases expire (and the
-    /// survivors swap two more: the wanted layout of two members differs); each new holder starts
+    /// partitions are unserved, six once they are taken over. Its partitions move once their leases expire, and
+    /// only they (the layout is sticky: the survivors keep theirs); each new holder starts
     /// from the retained states and reads the partition's stream from 30 s back. Asserted: the
     /// killed one's partitions are taken over within 10 s of the kill (measured and printed);
     /// the subscriber's transitions, deduplicated by id, are exactly those the pure evaluator
@@ -398,17 +407,18 @@ struct PartitionedEvaluatorTests {
                 "b", node: 1, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
             let c = try await PartitionedTier.evaluator(
                 "c", node: 2, cluster: cluster, ttl: Self.killTTL, cleanup: cleanup)
-            // Three members: partition n is members[n mod 3]'s.
-            let layout: [(ChildProcess, Set<Int>)] = [(a, [0, 3]), (b, [1, 4]), (c, [2, 5])]
-            let settled: Bool? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
-                layout.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            // Three members, two partitions each (which ones depends on the order they came in).
+            let members = ["a": a, "b": b, "c": c]
+            let settled: [String: Set<Int>]? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
+                PartitionedTier.settledLayout(members, count: 6)
             }
-            guard settled != nil else {
+            guard let layout = settled else {
                 throw ChildFailure(
                     message:
-                        "the three never settled on 2 partitions each: \(layout.map { PartitionedTier.held($0.0) as Any })"
+                        "the three never settled on 2 partitions each: \(members.mapValues { PartitionedTier.held($0) as Any })"
                 )
             }
+            let doomed = layout["a"]!
 
             let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
             cleanup.add { await publisher.disconnect() }
@@ -438,13 +448,22 @@ struct PartitionedEvaluatorTests {
             let moved: Duration? = try await waitForValue(timeout: .seconds(30), every: .milliseconds(20)) {
                 if leasedAfter == nil,
                     PartitionedTier.acquired(b, after: offsets[0]).union(PartitionedTier.acquired(c, after: offsets[1]))
-                        .isSuperset(of: [0, 3])
+                        .isSuperset(of: doomed)
                 {
                     leasedAfter = ContinuousClock.now - killed
                 }
                 let taken = PartitionedTier.takenOver(b, after: offsets[0])
                     .union(PartitionedTier.takenOver(c, after: offsets[1]))
-                return taken.isSuperset(of: [0, 3]) ? ContinuousClock.now - killed : nil
+                return taken.isSuperset(of: doomed) ? ContinuousClock.now - killed : nil
+            }
+            // Only the dead member's partitions moved: each survivor still holds what it held,
+            // and took over nothing else (no handover between live members).
+            for (name, child, offset) in [("b", b, offsets[0]), ("c", c, offsets[1])] {
+                let now = PartitionedTier.held(child) ?? []
+                let taken = PartitionedTier.takenOver(child, after: offset)
+                #expect(
+                    now.isSuperset(of: layout[name]!) && taken.isSubset(of: doomed),
+                    "\(name) held \(layout[name]!.sorted()), now \(now.sorted()), took over \(taken.sorted())")
             }
             try await PartitionedTier.publish(publisher, fixes.filter { $0.round >= 11 })
 
@@ -519,20 +538,22 @@ struct PartitionedEvaluatorTests {
                 )
             }
             // The killed one restarts from its snapshot and journal, holds nothing until its
-            // leases say so, and gets partitions 0 and 3 back from the live holders (handovers
+            // leases say so, and gets its share back from the live holders (handovers
             // between live evaluators). One more round (everyone leaves) then gives exactly the
             // fault-free run's next transitions: nothing replayed is made twice with a new id.
             let restartedAt = ContinuousClock.now
             let restarted = try await PartitionedTier.evaluator(
                 "a", node: 0, cluster: cluster, path: pathA, cleanup: cleanup)
             #expect(restarted.output.contains("state restored from a snapshot"), "\(restarted.output.suffix(2000))")
-            let layoutAfter: [(ChildProcess, Set<Int>)] = [(restarted, [0, 3]), (b, [1, 4]), (c, [2, 5])]
-            let back: Bool? = try await waitForValue(timeout: .seconds(40), every: .milliseconds(50)) {
-                PartitionedTier.takenOver(restarted, after: 0).isSuperset(of: [0, 3])
-                    && layoutAfter.allSatisfy { PartitionedTier.held($0.0) == $0.1 } ? true : nil
+            let membersAfter = ["a": restarted, "b": b, "c": c]
+            let back: [String: Set<Int>]? = try await waitForValue(timeout: .seconds(40), every: .milliseconds(50)) {
+                guard let layout = PartitionedTier.settledLayout(membersAfter, count: 6),
+                    PartitionedTier.takenOver(restarted, after: 0).isSuperset(of: layout["a"]!)
+                else { return nil }
+                return layout
             }
             let backAfter = ContinuousClock.now - restartedAt
-            #expect(back == true, "a did not get partitions 0 and 3 back: \(restarted.output.suffix(3000))")
+            #expect(back != nil, "a did not get two partitions back: \(restarted.output.suffix(3000))")
             let finalRound = PartitionedTier.fixes(subjects: subjects, rounds: 17..<18, t0: fixes[0].t, step: 1)
             var after = transitions
             for fix in finalRound {
@@ -562,9 +583,9 @@ struct PartitionedEvaluatorTests {
             #expect(
                 moved.map { $0 < .seconds(10) } == true, "the killed evaluator's partitions moved after \(movedText)")
             print(
-                "partitioned evaluators, kill -9 of one of three: its partitions 0,3 leased by survivors \(leasedAfter.map { "\($0)" } ?? "-") and taken over \(movedText) after the kill (TTL \(Self.killTTL) s); "
+                "partitioned evaluators, kill -9 of one of three: its partitions \(doomed.sorted()) leased by survivors \(leasedAfter.map { "\($0)" } ?? "-") and taken over \(movedText) after the kill (TTL \(Self.killTTL) s); "
                     + "\(expected.count) transitions as in the fault-free run; occupancy \(inside) = total = sum of 6 parts; "
-                    + "restarted from its snapshot, a had 0,3 back \(backAfter) after its start, and the next round's \(subjects.count) exits came as in the fault-free run\n"
+                    + "restarted from its snapshot, a had \(back?["a"]?.sorted() ?? []) back \(backAfter) after its start, and the next round's \(subjects.count) exits came as in the fault-free run\n"
                     + ([b, c].flatMap { child in
                         child.output.split(separator: "\n").filter {
                             $0.contains("partitions taken over") || $0.contains("partition leases changed")

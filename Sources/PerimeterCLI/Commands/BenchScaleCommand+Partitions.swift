@@ -359,24 +359,27 @@ extension BenchScaleCommand {
             try await watch.waitOnline(processes.last!, timeout: .seconds(60))
             await watch.client.disconnect()
         }
-        // Settled: each holds the partitions the assignment wants it to (n → members[n mod E])
-        // and has taken each over (retained states read, its stream followed).
-        let wanted = instances.map { instance in
-            Set(partitioning.all.filter { PartitionAssignment.wanted($0, members: instances) == instance })
-        }
+        // Settled: the partitions held make a settled layout (each evaluator holds its share,
+        // PartitionAssignment; which ones depends on the order they came in), and each
+        // evaluator has taken over what it holds (retained states read, its stream followed).
         func logs() -> [LeaseLog] {
             processes.map { LeaseLog((try? String(contentsOfFile: $0.logPath, encoding: .utf8)) ?? "") }
         }
+        func held() -> [String: Set<Int>] {
+            Dictionary(uniqueKeysWithValues: zip(instances, logs().map { $0.changes.last?.held ?? [] }))
+        }
         let settled = try await waitForCondition(timeout: .seconds(90), every: .milliseconds(100)) {
             for process in processes { try process.checkRunning() }
-            return zip(logs(), wanted).allSatisfy { $0.serves(exactly: $1) }
+            let layout = held()
+            return PartitionAssignment.isSettled(layout, count: partitioning.count)
+                && zip(logs(), instances).allSatisfy { $0.serves(exactly: layout[$1] ?? []) }
         }
         guard settled else {
-            let held = logs().map { $0.changes.last.map { $0.held.sorted().description } ?? "nothing" }
-            throw ExitCode(
-                1, "E=\(count): the evaluators did not settle on \(wanted.map { $0.sorted() }) within 90 s: \(held)")
+            let layout = held().sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.sorted())" }
+            throw ExitCode(1, "E=\(count): the evaluators did not settle within 90 s: \(layout)")
         }
         let changesAtStart = logs().map { $0.changes.count }
+        let layout = held()
         // At rest: what each part costs with no traffic, once the start's own work (streams and
         // consumers made, Raft groups catching up) has quietened: right after the layout settled
         // the cluster used about twice as much as 2 s later.
@@ -431,7 +434,7 @@ extension BenchScaleCommand {
             let agent = message.topic.split(separator: "/").dropLast().last.map(String.init) ?? ""
             perPartition[partitioning.partition(of: agent)] += 1
         }
-        let ownObservations = wanted.map { $0.reduce(0) { $0 + perPartition[$1] } }
+        let ownObservations = instances.map { (layout[$0] ?? []).reduce(0) { $0 + perPartition[$1] } }
         try await Task.sleep(for: .milliseconds(500))
 
         // Latency, paced: whole periods of --transition-every, so the phase ends on a transition.
@@ -466,7 +469,8 @@ extension BenchScaleCommand {
         await sink.client.disconnect()
         for process in processes { _ = await process.stopGracefully() }
         return PartitionedFigures(
-            evaluators: count, held: wanted.map { $0.sorted() }, peakObservations: peakBatch.messages.count,
+            evaluators: count, held: instances.map { (layout[$0] ?? []).sorted() },
+            peakObservations: peakBatch.messages.count,
             peakEvents: peakBatch.ids.count, peakSeconds: peakSeconds, ownObservations: ownObservations,
             restCPU: restCPU, peakCPU: peakCPU, pacedObservations: latencyBatch.messages.count, pacedCPU: pacedCPU,
             latencyRate: latencyRate, p50: percentile(50), p99: percentile(99), expected: expected.count,

@@ -98,6 +98,7 @@ struct PartitioningTests {
         var members: [String]
         var holders: [Int: String]
         var count: Int
+        var seniority: [Int: UInt64] = [:]
         var acquire: [Int]
         var release: [Int]
         var testDescription: String { name }
@@ -113,27 +114,102 @@ struct PartitioningTests {
                 name: "a second member arrives: it waits while the first holds its share", me: "b",
                 members: ["a", "b"], holders: [0: "a", 1: "a", 2: "a", 3: "a"], count: 4, acquire: [], release: []),
             PlanCase(
-                name: "…and the first gives the second's share up", me: "a", members: ["a", "b"],
-                holders: [0: "a", 1: "a", 2: "a", 3: "a"], count: 4, acquire: [], release: [1, 3]),
+                name: "…and the first keeps its lowest two and gives the second's share up", me: "a",
+                members: ["a", "b"], holders: [0: "a", 1: "a", 2: "a", 3: "a"], count: 4, acquire: [],
+                release: [2, 3]),
             PlanCase(
-                name: "…which the second then takes", me: "b", members: ["a", "b"], holders: [0: "a", 2: "a"],
-                count: 4, acquire: [1, 3], release: []),
+                name: "…which the second then takes", me: "b", members: ["a", "b"], holders: [0: "a", 1: "a"],
+                count: 4, acquire: [2, 3], release: []),
             PlanCase(
                 name: "a member died: its leases still run, nobody takes them", me: "a", members: ["a", "c"],
                 holders: [0: "a", 1: "b", 2: "c"], count: 3, acquire: [], release: []),
             PlanCase(
-                name: "…they expired: a survivor takes what it now wants and gives up what the other wants", me: "c",
-                members: ["a", "c"], holders: [0: "a", 2: "c"], count: 3, acquire: [1], release: [2]),
+                name: "…they expired: the survivor with the larger share (a tie, by name) takes the free one",
+                me: "a", members: ["a", "c"], holders: [0: "a", 2: "c"], count: 3, acquire: [1], release: []),
             PlanCase(
-                name: "three members, six partitions", me: "c", members: ["a", "b", "c"], holders: [:], count: 6,
-                acquire: [2, 5], release: []),
+                name: "…and the other survivor keeps what it holds (no swap between live members)", me: "c",
+                members: ["a", "c"], holders: [0: "a", 2: "c"], count: 3, acquire: [], release: []),
+            PlanCase(
+                name: "three members, six partitions, none held", me: "c", members: ["a", "b", "c"], holders: [:],
+                count: 6, acquire: [2, 5], release: []),
+            PlanCase(
+                name: "a kill among three: a survivor takes one of the dead member's two", me: "b",
+                members: ["b", "c"], holders: [1: "b", 4: "b", 2: "c", 5: "c"], count: 6, acquire: [0], release: []),
+            PlanCase(
+                name: "…and the other survivor the other", me: "c", members: ["b", "c"],
+                holders: [1: "b", 4: "b", 2: "c", 5: "c"], count: 6, acquire: [3], release: []),
+            PlanCase(
+                name: "a third member joins two: each gives up only its surplus", me: "b", members: ["a", "b", "c"],
+                holders: [0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"], count: 6, acquire: [], release: [5]),
+            PlanCase(
+                name: "an uneven share stays with the members that hold it (not the first by name)", me: "c",
+                members: ["a", "b", "c"], holders: [0: "a", 1: "a", 2: "b", 3: "c", 4: "c"], count: 5, acquire: [],
+                release: []),
+            PlanCase(
+                name: "back from a pause: the holder of all keeps those it has held longest and gives the newest up",
+                me: "b", members: ["a", "b"], holders: [0: "b", 1: "b", 2: "b", 3: "b"], count: 4,
+                seniority: [0: 40, 1: 41, 2: 12, 3: 13], acquire: [], release: [0, 1]),
             PlanCase(
                 name: "me not yet listed counts as a member", me: "b", members: ["a"], holders: [:], count: 2,
                 acquire: [1], release: []),
         ])
     func plan(row: PlanCase) {
-        let plan = PartitionAssignment.plan(me: row.me, members: row.members, holders: row.holders, count: row.count)
+        let plan = PartitionAssignment.plan(
+            me: row.me, members: row.members, holders: row.holders, count: row.count, seniority: row.seniority)
         #expect(plan.acquire == row.acquire)
         #expect(plan.release == row.release)
+    }
+
+    @Test(
+        "the layout is balanced, stays as it is once in place, and a member's death or arrival moves only what it must"
+    )
+    func layoutProperties() {
+        var generator = SplitMix64(seed: 7)
+        for _ in 0..<400 {
+            let count = Int.random(in: 1...12, using: &generator)
+            let pool = ["a", "b", "c", "d", "e"]
+            let members = pool.filter { _ in Bool.random(using: &generator) }
+            guard !members.isEmpty else { continue }
+            // Any view: partitions held by members, by a departed "z", or free.
+            var holders: [Int: String] = [:]
+            for partition in 0..<count {
+                switch Int.random(in: 0..<4, using: &generator) {
+                case 0: break
+                case 1: holders[partition] = "z"
+                default: holders[partition] = members.randomElement(using: &generator)!
+                }
+            }
+            let layout = PartitionAssignment.layout(members: members, holders: holders, count: count)
+            // How long each was held (known to its holder only) changes which partitions a
+            // member over its share keeps, never who is given a free one.
+            var seniority: [Int: UInt64] = [:]
+            for partition in holders.keys { seniority[partition] = UInt64.random(in: 0..<100, using: &generator) }
+            let senior = PartitionAssignment.layout(
+                members: members, holders: holders, count: count, seniority: seniority)
+            for partition in 0..<count where !members.contains(holders[partition] ?? "") {
+                #expect(senior[partition] == layout[partition], "free \(partition) given by seniority: \(holders)")
+            }
+            #expect(Set(layout.keys) == Set(0..<count))
+            var shares: [String: Int] = [:]
+            for member in layout.values { shares[member, default: 0] += 1 }
+            let sizes = members.map { shares[$0] ?? 0 }
+            #expect(sizes.max()! - sizes.min()! <= 1, "unbalanced: \(layout) from \(holders)")
+            // In place, it is its own layout.
+            #expect(PartitionAssignment.layout(members: members, holders: layout, count: count) == layout)
+            // A member dies: only its partitions change hands.
+            if members.count > 1 {
+                let dead = members.randomElement(using: &generator)!
+                let after = PartitionAssignment.layout(
+                    members: members.filter { $0 != dead }, holders: layout.filter { $0.value != dead }, count: count)
+                for (partition, member) in layout where member != dead {
+                    #expect(after[partition] == member, "\(partition) moved from \(member) when \(dead) died")
+                }
+            }
+            // A member joins: nobody gains a partition but the newcomer.
+            let joined = PartitionAssignment.layout(members: members + ["n"], holders: layout, count: count)
+            for (partition, member) in joined where member != "n" {
+                #expect(layout[partition] == member, "\(partition) moved to \(member) when n joined")
+            }
+        }
     }
 }
