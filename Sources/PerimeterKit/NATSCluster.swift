@@ -46,11 +46,17 @@ public final class NATSCluster: Sendable {
     /// ``stop()``.
     public let directory: URL
     private let processes: Mutex<[Subprocess?]>
+    /// How each node is spawned (the same executable, configuration, environment and ports
+    /// every time, its log appended to).
+    private let spawners: [@Sendable () throws -> Subprocess]
 
-    private init(nodes: [Node], directory: URL, processes: [Subprocess]) {
+    private init(
+        nodes: [Node], directory: URL, processes: [Subprocess], spawners: [@Sendable () throws -> Subprocess]
+    ) {
         self.nodes = nodes
         self.directory = directory
         self.processes = Mutex(processes)
+        self.spawners = spawners
     }
 
     /// Starts three nodes and waits until the cluster has formed: every node names the same
@@ -133,7 +139,7 @@ public final class NATSCluster: Sendable {
             try ("mappings {\n" + mappings.map { "  \($0)\n" }.joined() + "}\n").write(
                 to: directory.appendingPathComponent("partitions.conf"), atomically: true, encoding: .utf8)
         }
-        var processes: [Subprocess] = []
+        var spawners: [@Sendable () throws -> Subprocess] = []
         for node in nodes {
             let routes = nodes.filter { $0.name != node.name }.map { "nats://127.0.0.1:\($0.clusterPort)" }
             let environment = ProcessInfo.processInfo.environment.merging([
@@ -144,12 +150,15 @@ public final class NATSCluster: Sendable {
                 "PERIMETER_NATS_ACK_WAIT": ackWait,
             ]) { $1 }
             let log = node.directory.appendingPathComponent("nats.log").path
-            processes.append(
+            let path = configurationPath
+            spawners.append {
                 try Subprocess.spawn(
-                    executable, ["-c", configurationPath], environment: environment,
-                    stdout: .file(log, append: false), stderr: .file(log, append: true)))
+                    executable, ["-c", path], environment: environment, stdout: .file(log, append: true),
+                    stderr: .file(log, append: true))
+            }
         }
-        return NATSCluster(nodes: nodes, directory: directory, processes: processes)
+        return NATSCluster(
+            nodes: nodes, directory: directory, processes: try spawners.map { try $0() }, spawners: spawners)
     }
 
     /// A node that ended by itself (not by ``kill(_:)`` or ``stop()``), with how, if any.
@@ -225,6 +234,18 @@ public final class NATSCluster: Sendable {
         process.signal(SIGKILL)
         process.waitBlocking()
         processes.withLock { $0[index] = nil }
+    }
+
+    /// Restarts node `index` on its ports and files: SIGTERM (SIGKILL after 10 s) if it runs,
+    /// then the same command again. Its MQTT clients lose their connections and come back to
+    /// it; what JetStream keeps (sessions, retained messages, streams) survives on its replicas.
+    public func restart(_ index: Int) async throws {
+        if let process = processes.withLock({ $0[index] }) {
+            process.signal(SIGTERM)
+            await process.end(within: .seconds(10))
+        }
+        let process = try spawners[index]()
+        processes.withLock { $0[index] = process }
     }
 
     /// Every node's log, each under its name.

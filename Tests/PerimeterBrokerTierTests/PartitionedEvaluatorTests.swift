@@ -55,13 +55,16 @@ enum PartitionedTier {
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
     /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
     /// journal rows (so that a restart starts from one).
+    /// - Parameter leaseNodes: the nodes whose NATS URLs the leases use (nil: all three).
     static func configuration(
-        _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(), cleanup: Cleanup
+        _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(),
+        leaseNodes: [Int]? = nil, cleanup: Cleanup
     ) throws -> String {
         let count = (venue.partitioning ?? partitioning).count
         var venueSettings = venue.extra
+        let urls = leaseNodes.map { $0.map { cluster.clientURLs[$0] } } ?? cluster.clientURLs
         var partitions: JSONObject = [
-            "count": .number(Double(count)), "nats": .array(cluster.clientURLs.map(JSONValue.string)),
+            "count": .number(Double(count)), "nats": .array(urls.map(JSONValue.string)),
             "ttl": .number(ttl), "margin": 1,
         ]
         if let replay = venue.replay { partitions["replay"] = .number(replay) }
