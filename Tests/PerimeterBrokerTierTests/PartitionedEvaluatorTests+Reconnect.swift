@@ -16,10 +16,7 @@ extension PartitionedEvaluatorTests {
     @Test("the holder of partition 0 sends every occupancy total again after its broker connection comes back")
     func totalsAfterReconnect() async throws {
         try await Cleanup.around { cleanup in
-            PartitionedTier.partitioning = try Partitioning(count: 2)
-            let cluster = try await NATSCluster.start(
-                mappings: [PartitionedTier.partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
-            cleanup.add { await cluster.stop() }
+            let cluster = try await PartitionedTier.cluster(partitions: 2, cleanup: cleanup)
             let totalTopic = "\(Tier.root)/occupancy/hall"
             let inbox = try await NATSClusterTests.connectedInbox(
                 "consumer", port: cluster.nodes[1].mqttPort, filters: ["\(Tier.root)/occupancy/#"], cleanup: cleanup)

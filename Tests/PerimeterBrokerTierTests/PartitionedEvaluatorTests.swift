@@ -55,6 +55,16 @@ enum PartitionedTier {
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
     /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
     /// journal rows (so that a restart starts from one).
+    /// Sets the suite's partitioning to `count` partitions and starts a three-node cluster
+    /// that maps the test venue's observations by it, stopped by `cleanup`.
+    static func cluster(partitions count: Int, cleanup: Cleanup) async throws -> NATSCluster {
+        partitioning = try Partitioning(count: count)
+        let cluster = try await NATSCluster.start(
+            mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
+        cleanup.add { await cluster.stop() }
+        return cluster
+    }
+
     /// - Parameter leaseNodes: the nodes whose NATS URLs the leases use (nil: all three).
     static func configuration(
         _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(),
@@ -278,10 +288,7 @@ struct PartitionedEvaluatorTests {
     @Test("SIGSTOP a partition's evaluator past its lease, another takes over, SIGCONT: nothing stale passes")
     func pausedEvaluator() async throws {
         try await Cleanup.around { cleanup in
-            PartitionedTier.partitioning = try Partitioning(count: 2)
-            let cluster = try await NATSCluster.start(
-                mappings: [PartitionedTier.partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
-            cleanup.add { await cluster.stop() }
+            let cluster = try await PartitionedTier.cluster(partitions: 2, cleanup: cleanup)
             let subjects = (0..<8).map { "s\($0)" }
             let byPartition = Dictionary(grouping: subjects, by: PartitionedTier.partitioning.partition(of:))
             #expect(byPartition.count == 2, "the test's subjects should fall in both partitions")
@@ -391,11 +398,8 @@ struct PartitionedEvaluatorTests {
     @Test("kill -9 one of three evaluators mid-replay: its partitions move within 10 s, nothing lost or invented")
     func killedEvaluator() async throws {
         try await Cleanup.around { cleanup in
-            PartitionedTier.partitioning = try Partitioning(count: 6)
+            let cluster = try await PartitionedTier.cluster(partitions: 6, cleanup: cleanup)
             let partitioning = PartitionedTier.partitioning
-            let cluster = try await NATSCluster.start(
-                mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
-            cleanup.add { await cluster.stop() }
             let subjects = (0..<24).map { "v\($0)" }
             #expect(Set(subjects.map(partitioning.partition(of:))) == Set(0..<6), "subjects in every partition")
             let inbox = try await NATSClusterTests.connectedInbox(
