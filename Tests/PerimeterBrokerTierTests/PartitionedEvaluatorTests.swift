@@ -52,9 +52,6 @@ enum PartitionedTier {
         var partitioning: Partitioning?
     }
 
-    /// Writes an evaluator's configuration for the venue split in `count` partitions, its
-    /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
-    /// journal rows (so that a restart starts from one).
     /// Sets the suite's partitioning to `count` partitions and starts a three-node cluster
     /// that maps the test venue's observations by it, stopped by `cleanup`.
     static func cluster(partitions count: Int, cleanup: Cleanup) async throws -> NATSCluster {
@@ -65,6 +62,9 @@ enum PartitionedTier {
         return cluster
     }
 
+    /// Writes an evaluator's configuration for the venue split in `count` partitions, its
+    /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
+    /// journal rows (so that a restart starts from one).
     /// - Parameter leaseNodes: the nodes whose NATS URLs the leases use (nil: all three).
     static func configuration(
         _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(),
