@@ -616,9 +616,18 @@ final class EvaluatorRuntime {
             for venue in partitioned {
                 // The keeper's own monotonic clock (ContinuousClock: it counts through a pause);
                 // its rounds run off the cooperative pool (they block on the store).
-                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl, venue] in
+                group.addTask { [keeper = venue.keeper, ttl = venue.settings.lease.ttl, venue, metrics] in
                     while !Task.isCancelled {
                         let round = await keeper.stepAsync()
+                        for (kind, partitions) in [
+                            ("acquired", round.acquired), ("released", round.released), ("lost", round.lost),
+                        ] where !partitions.isEmpty {
+                            metrics.add(
+                                "perimeter_partition_moves_total", Double(partitions.count),
+                                labels: ["venue": venue.venue, "kind": kind])
+                        }
+                        metrics.set(
+                            "perimeter_partitions_held", Double(keeper.held.count), labels: ["venue": venue.venue])
                         if !round.acquired.isEmpty || !round.released.isEmpty || !round.lost.isEmpty
                             || venue.unread.withLock({ !$0.isEmpty })
                         {
@@ -1200,6 +1209,12 @@ final class EvaluatorRuntime {
             help: "Publishes the broker refused (ACL); set aside, not retried.")
         metrics.declare("perimeter_lag_seconds", .gauge, help: "Arrival to processing of the last journal row.")
         metrics.declare("perimeter_takeovers_total", .counter, help: "Times this standby took its venues over.")
+        metrics.declare(
+            "perimeter_partitions_held", .gauge,
+            help: "Partitions of a partitioned venue this evaluator holds, as of its lease keeper's last round.")
+        metrics.declare(
+            "perimeter_partition_moves_total", .counter,
+            help: "Partition leases this evaluator acquired, released (to another member) or lost, by venue and kind.")
         metrics.declare(
             "perimeter_outputs_fenced_total", .counter,
             help: "Outputs held back because their partition's lease was not held when they were due (never sent).")

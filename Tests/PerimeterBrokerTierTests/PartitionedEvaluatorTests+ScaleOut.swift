@@ -30,8 +30,18 @@ extension PartitionedEvaluatorTests {
                 "consumer", port: cluster.nodes[1].mqttPort,
                 filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
             try await cluster.waitUntilReplicated()
-            let a = try await PartitionedTier.evaluator("a", node: 0, cluster: cluster, venue: venue, cleanup: cleanup)
-            let b = try await PartitionedTier.evaluator("b", node: 1, cluster: cluster, venue: venue, cleanup: cleanup)
+            // a and b serve /metrics: the giver's partition metrics are checked at the end.
+            let httpPorts = ["a": try MosquittoBroker.freeLoopbackPort(), "b": try MosquittoBroker.freeLoopbackPort()]
+            let a = try await PartitionedTier.evaluator(
+                "a", node: 0, cluster: cluster,
+                path: PartitionedTier.configuration(
+                    "a", cluster: cluster, node: 0, ttl: 6, venue: venue, httpPort: httpPorts["a"], cleanup: cleanup),
+                cleanup: cleanup)
+            let b = try await PartitionedTier.evaluator(
+                "b", node: 1, cluster: cluster,
+                path: PartitionedTier.configuration(
+                    "b", cluster: cluster, node: 1, ttl: 6, venue: venue, httpPort: httpPorts["b"], cleanup: cleanup),
+                cleanup: cleanup)
             let pair = ["a": a, "b": b]
             let settled: [String: Set<Int>]? = try await waitForValue(timeout: .seconds(60), every: .milliseconds(50)) {
                 PartitionedTier.settledLayout(pair, count: 4)
@@ -136,6 +146,13 @@ extension PartitionedEvaluatorTests {
             // Only the giver's surplus moved.
             #expect(layout[giver == "a" ? "b" : "a"] == steady && layout[giver]!.isSubset(of: before[giver]!))
             #expect(layout["c"]!.count == 1 && before[giver]!.contains(layout["c"]!.first!), "\(before) → \(layout)")
+
+            // The giver's metrics say what it holds and that it gave one partition up.
+            let metrics = try httpGet(port: httpPorts[giver]!, path: "/metrics").body
+            #expect(
+                metrics.contains(#"perimeter_partitions_held{venue="test"} \#(layout[giver]!.count)"#)
+                    && metrics.contains(#"perimeter_partition_moves_total{kind="released",venue="test"} 1"#),
+                "\(metrics.split(separator: "\n").filter { $0.contains("partition") })")
 
             let ids = Set(expected.keys)
             do {

@@ -65,10 +65,12 @@ enum PartitionedTier {
     /// Writes an evaluator's configuration for the venue split in `count` partitions, its
     /// leases on the cluster (TTL `ttl`, margin 1 s), connected to `node`, a snapshot every 20
     /// journal rows (so that a restart starts from one).
-    /// - Parameter leaseNodes: the nodes whose NATS URLs the leases use (nil: all three).
+    /// - Parameters:
+    ///   - leaseNodes: the nodes whose NATS URLs the leases use (nil: all three).
+    ///   - httpPort: where `/metrics` and `/healthz` listen on loopback (nil: nowhere).
     static func configuration(
         _ instance: String, cluster: NATSCluster, node: Int, ttl: Double, venue: Venue = Venue(),
-        leaseNodes: [Int]? = nil, cleanup: Cleanup
+        leaseNodes: [Int]? = nil, httpPort: Int? = nil, cleanup: Cleanup
     ) throws -> String {
         let count = (venue.partitioning ?? partitioning).count
         var venueSettings = venue.extra
@@ -79,6 +81,8 @@ enum PartitionedTier {
         ]
         if let replay = venue.replay { partitions["replay"] = .number(replay) }
         venueSettings["partitions"] = .object(partitions)
+        var evaluatorExtra: JSONObject = ["snapshotEvery": 20]
+        if let httpPort { evaluatorExtra["http"] = .string("127.0.0.1:\(httpPort)") }
         let directory = try Tier.directory("partitioned-\(instance)")
         cleanup.add { try? FileManager.default.removeItem(at: directory) }
         return try Tier.evaluatorConfiguration(
@@ -89,7 +93,7 @@ enum PartitionedTier {
             ],
             extra: ["topics": ["natsSafe": true]],
             venueExtra: venueSettings,
-            instance: instance, evaluatorExtra: ["snapshotEvery": 20], regions: venue.regions)
+            instance: instance, evaluatorExtra: evaluatorExtra, regions: venue.regions)
     }
 
     /// Waits until `child` has printed `marker` on at least `times` lines.
