@@ -8,7 +8,7 @@ import Foundation
 /// The wanted layout is balanced and sticky (``layout(members:holders:count:seniority:)``): every member
 /// wants `P / M` or one more partitions, and a live member keeps what it holds up to that
 /// share. So a member's death moves only its partitions, and a member's arrival only the
-/// surplus of the others: no partition changes hands between two live members that both stay
+/// others' surplus, to it: no partition passes between two members that were both there before
 /// (a layout computed from the members alone, `n → members[n mod M]`, made the two survivors
 /// of a `kill -9` among three swap partitions as well: four handovers instead of two). A member
 /// takes the partitions it wants that are free (never held, released, or expired because their
