@@ -227,8 +227,12 @@ final class HeldPage: HTTPStreamSource {
     /// 0: head next; 1: tail next once `due`; 2: done.
     private let step = Atomic<Int>(0)
     private let due = Atomic<Bool>(false)
-    /// The wait for the tail, cancelled if the connection ends first (nothing outlives it).
-    private let timer = Mutex<Task<Void, Never>?>(nil)
+    /// Set when the connection ends: the wait for the tail then does nothing when its time
+    /// comes. The wait is Dispatch's, not a task's: a task's sleep needs a thread of the
+    /// cooperative pool to resume, and in a process whose pool is busy (the suite runs the
+    /// dashboard in its own process beside tests that block their threads) the tail came late
+    /// or not at all (a suite run beside two CPU hogs, Dec 3).
+    private let stopped = Atomic<Bool>(false)
 
     init(_ page: String, seconds: Double) {
         let split = page.range(of: "</body>", options: .backwards)?.lowerBound ?? page.endIndex
@@ -238,13 +242,11 @@ final class HeldPage: HTTPStreamSource {
     }
 
     func start(_ stream: HTTPStream) {
-        let wait = Task { [self, seconds] in
-            try? await Task.sleep(for: .seconds(seconds))
-            guard !Task.isCancelled else { return }
-            due.store(true, ordering: .relaxed)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(seconds * 1e9))) { [self] in
+            guard !stopped.load(ordering: .acquiring) else { return }
+            due.store(true, ordering: .releasing)
             stream.wake()
         }
-        timer.withLock { $0 = wait }
     }
 
     func next() -> HTTPStreamChunk {
@@ -253,17 +255,12 @@ final class HeldPage: HTTPStreamSource {
             step.store(1, ordering: .relaxed)
             return .bytes(head)
         case 1:
-            guard due.load(ordering: .relaxed) else { return .later }
+            guard due.load(ordering: .acquiring) else { return .later }
             step.store(2, ordering: .relaxed)
             return .bytes(tail)
         default: return .end
         }
     }
 
-    func stop() {
-        timer.withLock { timer in
-            timer?.cancel()
-            timer = nil
-        }
-    }
+    func stop() { stopped.store(true, ordering: .releasing) }
 }
