@@ -40,7 +40,8 @@ final class PartitionedVenue: Sendable {
         stream = "perimeter-obs-\(venue)"
         do {
             connection = try NATSConnection(servers: settings.servers, timeout: .seconds(2))
-            let store = try connection.keyValue(bucket: "perimeter-leases", ttl: settings.lease.ttl, replicas: 3)
+            let store = try connection.keyValue(
+                bucket: PartitionLeaseKeeper.bucket, ttl: settings.lease.ttl, replicas: 3)
             // The broker keeps every mapped observation a while, so that a partition's new
             // holder reads what its former holder may have taken without publishing.
             try connection.ensureStream(

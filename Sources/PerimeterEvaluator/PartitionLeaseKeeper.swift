@@ -309,3 +309,48 @@ public final class PartitionLeaseKeeper: Sendable {
         try? store.delete(memberKey(instance))
     }
 }
+
+extension PartitionLeaseKeeper {
+    /// The bucket that keeps every partitioned venue's leases and members.
+    public static let bucket = "perimeter-leases"
+
+    /// What the lease store says about a venue at one moment (`perimeter partitions --holders`).
+    public struct View: Sendable, Hashable {
+        /// A partition's lease: its holder and the revision of the holder's last write (its
+        /// take or its latest renewal).
+        public struct Lease: Sendable, Hashable {
+            public var instance: String
+            public var revision: UInt64
+        }
+
+        /// The live members, sorted.
+        public var members: [String]
+        /// Each held partition's lease; a partition absent is free (never taken, released, or
+        /// expired).
+        public var leases: [Int: Lease]
+    }
+
+    /// Reads `venue`'s members and leases from `store`. A read may come from a replica that is
+    /// a moment behind (docs/scale.md, "Leases").
+    public static func view(store: any KeyValueBucket, venue: String, partitions: Partitioning) throws -> View {
+        let prefix = "\(venue).m."
+        let members = try store.keys(prefix: prefix).map { String($0.dropFirst(prefix.count)) }.sorted()
+        var leases: [Int: View.Lease] = [:]
+        for partition in partitions.all {
+            guard let entry = try store.get("\(venue).p.\(partition)"),
+                let instance = (try? JSONParser.parse(entry.value))?["instance"]?.stringValue
+            else { continue }
+            leases[partition] = View.Lease(instance: instance, revision: entry.revision)
+        }
+        return View(members: members, leases: leases)
+    }
+
+    /// Connects to `servers`, reads `venue`'s view, and closes. Nil when no evaluator has made
+    /// the lease bucket there yet.
+    public static func view(servers: [String], venue: String, partitions: Partitioning) throws -> View? {
+        let connection = try NATSConnection(servers: servers, timeout: .seconds(5))
+        defer { connection.close() }
+        guard let store = try connection.existingKeyValue(bucket: bucket) else { return nil }
+        return try view(store: store, venue: venue, partitions: partitions)
+    }
+}

@@ -48,6 +48,17 @@ public final class NATSConnection: @unchecked Sendable {
         }
     }
 
+    /// The key-value bucket `bucket` if it exists (nil when it does not): for readers that must
+    /// not create it.
+    public func existingKeyValue(bucket: String) throws(NATSError) -> NATSKeyValue? {
+        var store: OpaquePointer?
+        let status = bucket.withCString { js_KeyValue(&store, jetStream, $0) }
+        if status == NATS_OK, let store { return NATSKeyValue(store: store, bucket: bucket, owner: self) }
+        if status == NATS_NOT_FOUND { return nil }
+        try NATSError.check(status, "js_KeyValue", context: bucket)
+        return nil
+    }
+
     /// The key-value bucket `bucket`, created when missing with `ttl` (how long a key lives after
     /// its last write) and `replicas`; an existing bucket is used as it is.
     public func keyValue(bucket: String, ttl: Duration, replicas: Int) throws(NATSError) -> NATSKeyValue {

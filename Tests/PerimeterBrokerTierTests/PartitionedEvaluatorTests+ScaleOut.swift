@@ -154,6 +154,20 @@ extension PartitionedEvaluatorTests {
                     && metrics.contains(#"perimeter_partition_moves_total{kind="released",venue="test"} 1"#),
                 "\(metrics.split(separator: "\n").filter { $0.contains("partition") })")
 
+            // `perimeter partitions --holders` reads the same layout from the lease store.
+            let view = try await runProduct(
+                ["partitions", "--holders", "--venue", Tier.venue, "--count", "4"]
+                    + cluster.clientURLs.flatMap { ["--nats", $0] })
+            #expect(view.status == .exited(0), "\(view.stderr)")
+            #expect(view.stdout.contains("venue test: 3 members (a, b, c)"), "\(view.stdout)")
+            for (member, partitions) in layout {
+                for partition in partitions {
+                    #expect(
+                        view.stdout.contains("  \(partition)\t\(member)\trevision "),
+                        "partition \(partition) is \(member)'s: \(view.stdout)")
+                }
+            }
+
             let ids = Set(expected.keys)
             do {
                 try await inbox.waitFor("the fault-free run's transitions", timeout: .seconds(30)) { messages in

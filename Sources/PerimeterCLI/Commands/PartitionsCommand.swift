@@ -1,7 +1,9 @@
 import Foundation
 import PerimeterCore
+import PerimeterEvaluator
 
-/// `perimeter partitions --venue V --count P`: the NATS mapping that splits a venue into partitions.
+/// `perimeter partitions --venue V --count P`: the NATS mapping that splits a venue into
+/// partitions; with `--holders`, who holds each partition now.
 struct PartitionsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "partitions", abstract: "Print the NATS subject mapping that splits a venue into partitions.",
@@ -10,7 +12,9 @@ struct PartitionsCommand: ParsableCommand {
             give several --venue to get them all): observations on {prefix}/{venue}/obs/{agent}/…
             are delivered as {prefix}/{venue}/p/{n}/obs/{agent}/…, n = FNV-1a 32 of the agent id
             modulo the count (docs/scale.md, "One venue on several evaluators"). With --id, prints
-            the partition of each id instead.
+            the partition of each id instead. With --holders and --nats, prints who holds each of
+            the venue's partitions now, read from the lease store (the layout is sticky: which
+            evaluator holds which partition depends on the order they came in).
             """)
 
     @Option(help: "The venue (repeat for several).", valueName: "id")
@@ -25,6 +29,14 @@ struct PartitionsCommand: ParsableCommand {
     @Option(help: "An agent or subject id whose partition to print (repeat for several).", valueName: "id")
     var id: [String] = []
 
+    @Flag(help: "Print each partition's holder now, from the lease store (needs --nats).")
+    var holders: Bool
+
+    @Option(
+        help: "A NATS server of the lease store, nats://host:port (repeat for several; venues.{id}.partitions.nats).",
+        valueName: "url")
+    var nats: [String] = []
+
     mutating func validate() throws {
         do { _ = try Partitioning(count: count) } catch { throw ValidationError("--count: \(error)") }
         guard !venue.isEmpty || !id.isEmpty else {
@@ -32,6 +44,11 @@ struct PartitionsCommand: ParsableCommand {
         }
         for name in venue + id {
             if let problem = Topics.idProblem(name) { throw ValidationError("'\(name)': \(problem)") }
+        }
+        if holders && (venue.isEmpty || nats.isEmpty) { throw ValidationError("--holders needs --venue and --nats") }
+        if !holders && !nats.isEmpty { throw ValidationError("--nats applies only with --holders") }
+        for url in nats where !url.hasPrefix("nats://") || url.utf8.count > 512 {
+            throw ValidationError("--nats '\(url.prefix(80))': expected nats://host:port")
         }
         for name in venue where name.contains(where: { ".* >/+#".contains($0) }) {
             throw ValidationError(
@@ -41,6 +58,10 @@ struct PartitionsCommand: ParsableCommand {
 
     func run() async throws {
         let partitioning = try Partitioning(count: count)
+        if holders {
+            try printHolders(partitioning)
+            return
+        }
         for name in id { print("\(name)\t\(partitioning.partition(of: name))") }
         guard !venue.isEmpty else { return }
         print("mappings {")
@@ -48,5 +69,33 @@ struct PartitionsCommand: ParsableCommand {
             print("  " + partitioning.natsMapping(topics: Topics(prefix: prefix, venue: name)))
         }
         print("}")
+    }
+
+    /// For each venue: its live members, then one line per partition: its holder and the
+    /// revision of the holder's last write, or `free`.
+    func printHolders(_ partitioning: Partitioning) throws {
+        for name in venue {
+            if let problem = PartitionLeaseKeeper.keyProblem(name) { throw ExitCode(64, "venue \(problem)") }
+            let view: PartitionLeaseKeeper.View?
+            do {
+                view = try PartitionLeaseKeeper.view(servers: nats, venue: name, partitions: partitioning)
+            } catch {
+                throw ExitCode(1, "cannot read the partition leases on \(nats.joined(separator: ",")): \(error)")
+            }
+            guard let view else {
+                throw ExitCode(
+                    1,
+                    "no partition leases on \(nats.joined(separator: ",")): no evaluator has served a partitioned venue there"
+                )
+            }
+            print("venue \(name): \(view.members.count) members (\(view.members.joined(separator: ", ")))")
+            for partition in partitioning.all {
+                if let lease = view.leases[partition] {
+                    print("  \(partition)\t\(lease.instance)\trevision \(lease.revision)")
+                } else {
+                    print("  \(partition)\tfree")
+                }
+            }
+        }
     }
 }
