@@ -69,6 +69,10 @@ enum GatewayVenue {
         var json: String { #"{"uuid":"\#(uuid)","major":\#(major),"minor":\#(minor),"rssi":-59}"# }
     }
 
+    /// The tags (numbered from 0) and phones of a run.
+    static let tagCount = 12
+    static let phones = (0..<8).map { "ph\($0)" }
+
     static func tag(_ number: Int) -> Advert { Advert(uuid: tagUUID, major: 1, minor: UInt16(number)) }
 
     /// One scan as published: its agent and what it heard.
@@ -104,6 +108,117 @@ enum GatewayVenue {
     }
 }
 
+/// One run of the gateway venue against partitioned evaluators: the rounds of scans published,
+/// the pure evaluator's transitions for them (the fault-free run), and the checks at the end.
+/// Used by one test at a time.
+final class GatewayRun {
+    let partitioning: Partitioning
+    let publisher: MQTTClient
+    let inbox: Inbox
+    /// Round `r` is dated `t0 + r × step`.
+    let t0: Double
+    let step: Double
+    let tagCount = GatewayVenue.tagCount
+    let phones = GatewayVenue.phones
+    /// The pure evaluator fed the same scans.
+    private(set) var reference: VenueEvaluator
+    /// Every transition (not state) the reference made, by id.
+    private(set) var expected: [String: RegionEvent] = [:]
+
+    init(partitioning: Partitioning, publisher: MQTTClient, inbox: Inbox, t0: Double, step: Double) {
+        self.partitioning = partitioning
+        self.publisher = publisher
+        self.inbox = inbox
+        self.t0 = t0
+        self.step = step
+        var settings = VenueSettings(id: Tier.venue, gateways: GatewayVenue.gateways, privacy: .open)
+        settings.trust.reporters = []
+        reference = VenueEvaluator(
+            settings: settings, regions: RegionParser.parse(text: GatewayVenue.regions.serialized()).regions)
+    }
+
+    /// The gateway venue's cluster (mapped by `partitioning`) and a subscriber on node 2 to
+    /// transitions and occupancy, with the MQTT streams' replicas in step before any evaluator
+    /// subscribes at QoS 1 (a consumer each on NATS: under load one was refused while a
+    /// stream's group was still forming, and the evaluator stopped on its SUBACK).
+    static func cluster(
+        mapping partitioning: Partitioning, cleanup: Cleanup
+    ) async throws -> (cluster: NATSCluster, inbox: Inbox) {
+        let cluster = try await PartitionedTier.cluster(mapping: partitioning, cleanup: cleanup)
+        let inbox = try await NATSClusterTests.connectedInbox(
+            "consumer", port: cluster.nodes[1].mqttPort,
+            filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
+        try await cluster.waitUntilReplicated()
+        return (cluster, inbox)
+    }
+
+    /// Publishes round `round` and feeds it to the reference. Returns the ids of its
+    /// transitions whose subjects are in `partitions`.
+    func publish(_ round: Int, counting partitions: Set<Int>) async throws -> Set<String> {
+        var counted: Set<String> = []
+        for scan in GatewayVenue.round(round, t: t0 + Double(round) * step, tags: tagCount, phones: phones) {
+            try await publisher.publish("\(Tier.root)/obs/\(scan.agent)/ble", scan.payload, qos: .atLeastOnce)
+            guard
+                case .success(let outputs) = reference.handle(
+                    .beacons(scan.report), agent: scan.agent, receivedAt: Date(timeIntervalSince1970: scan.t))
+            else {
+                Issue.record("the reference refused round \(round)'s scan of \(scan.agent)")
+                continue
+            }
+            for case .event(let event) in outputs where event.kind != .state {
+                expected[event.id] = event
+                if partitions.contains(partitioning.partition(of: event.subject)) { counted.insert(event.id) }
+            }
+        }
+        return counted
+    }
+
+    /// At the end: the subscriber's transitions, deduplicated by id, are exactly the fault-free
+    /// run's; each carries its subject's partition; every region's total and the sum of its
+    /// parts equal the reference's occupancy. Records an issue for each that is not so.
+    func expectFaultFree(cluster: NATSCluster, cleanup: Cleanup, context: @Sendable () -> String) async {
+        let all = Set(expected.keys)
+        do {
+            try await inbox.waitFor("the fault-free run's transitions", timeout: .seconds(30)) { messages in
+                Set(messages.compactMap(Transition.init).map(\.id)) == all
+            }
+        } catch {
+            let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
+            let describe = { (id: String) in
+                self.expected[id].map {
+                    "\($0.kind) \($0.subject) #\($0.seq) (partition \(self.partitioning.partition(of: $0.subject)))"
+                } ?? id
+            }
+            Issue.record(
+                "\(error): missing \(all.subtracting(got).map(describe).sorted().prefix(12)), \(got.subtracting(all).count) not in the fault-free run; \(context())"
+            )
+        }
+        // Each transition is its subject's partition's, published by that partition's holder.
+        for message in PartitionedTier.stamped(inbox.messages) where message.event != nil {
+            #expect(
+                message.partition == partitioning.partition(of: message.subject),
+                "\(message.topic) carried partition \(message.partition)")
+        }
+        let partitions = partitioning.all
+        for region in ["hall", "lobby"] {
+            let inside = reference.occupants(of: region).count
+            do {
+                try await inbox.waitFor("\(region)'s occupancy at the end", timeout: .seconds(30)) { messages in
+                    let (total, parts) = PartitionedTier.occupancy(of: region, in: messages, partitions: partitions)
+                    return total == inside && parts.count == partitions.count && parts.reduce(0, +) == inside
+                }
+            } catch {
+                let (total, parts) = PartitionedTier.occupancy(of: region, in: inbox.messages, partitions: partitions)
+                let retained = await PartitionedTier.retainedOccupancy(
+                    of: region, partitions: partitions, port: cluster.nodes[1].mqttPort, cleanup: cleanup)
+                Issue.record(
+                    "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages)); \(retained)"
+                )
+            }
+        }
+    }
+}
+
 // In the partitioned evaluators' suite, which runs its tests one at a time: two of them side by
 // side (two clusters, six evaluators) slowed the kill test's lease moves past its 10 s.
 extension PartitionedEvaluatorTests {
@@ -127,21 +242,11 @@ extension PartitionedEvaluatorTests {
             // Its own partitioning (not PartitionedTier's, which the suite beside may be setting).
             let partitioning = try Partitioning(count: 4)
             let venue = GatewayVenue.venue(partitioning)
-            let cluster = try await NATSCluster.start(
-                mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
-            cleanup.add { await cluster.stop() }
-            let tagCount = 12
-            let tags = (0..<tagCount).map { GatewayVenue.tag($0).identity.canonical }
-            let phones = (0..<8).map { "ph\($0)" }
+            let tags = (0..<GatewayVenue.tagCount).map { GatewayVenue.tag($0).identity.canonical }
             #expect(Set(tags.map(partitioning.partition(of:))) == Set(0..<4), "tags in every partition")
-            #expect(Set(phones.map(partitioning.partition(of:))) == Set(0..<4), "phones in every partition")
-            let inbox = try await NATSClusterTests.connectedInbox(
-                "consumer", port: cluster.nodes[1].mqttPort,
-                filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
-            // The MQTT streams the consumer's connection made have their replicas in step before
-            // the evaluators subscribe at QoS 1 (a consumer each on NATS: under load one was refused
-            // while a stream's group was still forming, and the evaluator stopped on its SUBACK).
-            try await cluster.waitUntilReplicated()
+            #expect(
+                Set(GatewayVenue.phones.map(partitioning.partition(of:))) == Set(0..<4), "phones in every partition")
+            let (cluster, inbox) = try await GatewayRun.cluster(mapping: partitioning, cleanup: cleanup)
 
             let ttl = PartitionedEvaluatorTests.killTTL
             let a = try await PartitionedTier.evaluator(
@@ -177,12 +282,9 @@ extension PartitionedEvaluatorTests {
             try await publisher.connect(timeout: .seconds(20))
 
             // The fault-free run: the pure evaluator on the same scans.
-            var settings = VenueSettings(id: Tier.venue, gateways: GatewayVenue.gateways, privacy: .open)
-            settings.trust.reporters = []
-            var reference = VenueEvaluator(
-                settings: settings, regions: RegionParser.parse(text: GatewayVenue.regions.serialized()).regions)
-            var expected: [String: RegionEvent] = [:]
-            let t0 = (Date().timeIntervalSince1970 - 160).rounded()
+            let run = GatewayRun(
+                partitioning: partitioning, publisher: publisher, inbox: inbox,
+                t0: (Date().timeIntervalSince1970 - 160).rounded(), step: 11)
 
             /// How long after the kill its partitions were taken over, once they were.
             let movedAfter = Mutex<Duration?>(nil)
@@ -190,24 +292,9 @@ extension PartitionedEvaluatorTests {
             /// Publishes round `round` and waits for its transitions in partitions other than
             /// `unserved` (the others come later: their scans are read back at the take).
             func play(_ round: Int, unserved: Set<Int> = []) async throws {
-                var wanted: Set<String> = []
-                for scan in GatewayVenue.round(round, t: t0 + Double(round) * 11, tags: tagCount, phones: phones) {
-                    try await publisher.publish("\(Tier.root)/obs/\(scan.agent)/ble", scan.payload, qos: .atLeastOnce)
-                    let at = Date(timeIntervalSince1970: scan.t)
-                    guard
-                        case .success(let outputs) = reference.handle(
-                            .beacons(scan.report), agent: scan.agent, receivedAt: at)
-                    else {
-                        Issue.record("the reference refused round \(round)'s scan of \(scan.agent)")
-                        continue
-                    }
-                    for case .event(let event) in outputs where event.kind != .state {
-                        expected[event.id] = event
-                        if !unserved.contains(partitioning.partition(of: event.subject)) { wanted.insert(event.id) }
-                    }
-                }
+                let wanted = try await run.publish(round, counting: Set(partitioning.all).subtracting(unserved))
                 let needed = wanted
-                let byID = expected
+                let byID = run.expected
                 // On a time-out: which partitions the missing transitions are in, then what the
                 // evaluators said.
                 let moveTook = movedAfter.withLock { $0 }
@@ -281,51 +368,12 @@ extension PartitionedEvaluatorTests {
             movedAfter.withLock { $0 = moved }
             for round in 8..<12 { try await play(round) }
 
-            let all = Set(expected.keys)
             #expect(
-                expected.count > 11 * tagCount,
+                run.expected.count > 11 * run.tagCount,
                 "from round 1 on every round a transition for every tag, and the phones'")
-            do {
-                try await inbox.waitFor("the fault-free run's transitions", timeout: .seconds(30)) { messages in
-                    Set(messages.compactMap(Transition.init).map(\.id)) == all
-                }
-            } catch {
-                let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
-                let describe = { (id: String) in
-                    expected[id].map {
-                        "\($0.kind) \($0.subject) #\($0.seq) (partition \(partitioning.partition(of: $0.subject)))"
-                    } ?? id
-                }
-                Issue.record(
-                    "\(error): missing \(all.subtracting(got).map(describe).sorted().prefix(12)), \(got.subtracting(all).count) not in the fault-free run; \(context())"
-                )
-            }
-            // Each transition is its subject's partition's, published by that partition's holder.
-            for message in PartitionedTier.stamped(inbox.messages) where message.event != nil {
-                #expect(
-                    message.partition == partitioning.partition(of: message.subject),
-                    "\(message.topic) carried partition \(message.partition)")
-            }
-            for region in ["hall", "lobby"] {
-                let inside = reference.occupants(of: region).count
-                do {
-                    try await inbox.waitFor("\(region)'s occupancy at the end", timeout: .seconds(30)) { messages in
-                        let (total, parts) = PartitionedTier.occupancy(
-                            of: region, in: messages, partitions: partitioning.all)
-                        return total == inside && parts.count == 4 && parts.reduce(0, +) == inside
-                    }
-                } catch {
-                    let (total, parts) = PartitionedTier.occupancy(
-                        of: region, in: inbox.messages, partitions: partitioning.all)
-                    let retained = await PartitionedTier.retainedOccupancy(
-                        of: region, partitions: partitioning.all, port: cluster.nodes[1].mqttPort, cleanup: cleanup)
-                    Issue.record(
-                        "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages)); \(retained)"
-                    )
-                }
-            }
+            await run.expectFaultFree(cluster: cluster, cleanup: cleanup, context: context)
             print(
-                "partitioned gateways: \(all.count) transitions as in the fault-free run (\(tagCount) tags, \(phones.count) phones, 12 rounds); "
+                "partitioned gateways: \(run.expected.count) transitions as in the fault-free run (\(run.tagCount) tags, \(run.phones.count) phones, 12 rounds); "
                     + "partitions \(doomed.sorted()) taken over \(moved.map { "\($0)" } ?? "-") after the kill -9 (TTL \(ttl) s)\n"
                     + ([b, c].flatMap { child in
                         child.output.split(separator: "\n").filter { $0.contains("partitions taken over") }

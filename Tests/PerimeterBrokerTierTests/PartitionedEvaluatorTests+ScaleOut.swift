@@ -21,15 +21,7 @@ extension PartitionedEvaluatorTests {
         try await Cleanup.around { cleanup in
             let partitioning = try Partitioning(count: 4)
             let venue = GatewayVenue.venue(partitioning)
-            let cluster = try await NATSCluster.start(
-                mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
-            cleanup.add { await cluster.stop() }
-            let tagCount = 12
-            let phones = (0..<8).map { "ph\($0)" }
-            let inbox = try await NATSClusterTests.connectedInbox(
-                "consumer", port: cluster.nodes[1].mqttPort,
-                filters: Tier.transitionFilters + ["\(Tier.root)/occupancy/#"], cleanup: cleanup)
-            try await cluster.waitUntilReplicated()
+            let (cluster, inbox) = try await GatewayRun.cluster(mapping: partitioning, cleanup: cleanup)
             // a and b serve /metrics: the giver's partition metrics are checked at the end.
             let httpPorts = ["a": try MosquittoBroker.freeLoopbackPort(), "b": try MosquittoBroker.freeLoopbackPort()]
             let a = try await PartitionedTier.evaluator(
@@ -69,36 +61,18 @@ extension PartitionedEvaluatorTests {
             let publisher = try MQTTClient(NATSClusterTests.client("agents", port: cluster.nodes[2].mqttPort))
             cleanup.add { await publisher.disconnect() }
             try await publisher.connect(timeout: .seconds(20))
-            var settings = VenueSettings(id: Tier.venue, gateways: GatewayVenue.gateways, privacy: .open)
-            settings.trust.reporters = []
-            var reference = VenueEvaluator(
-                settings: settings, regions: RegionParser.parse(text: GatewayVenue.regions.serialized()).regions)
-            var expected: [String: RegionEvent] = [:]
             // Rounds 8 s apart (a phone's exit comes on the fourth round without its beacon),
             // 30 at most, all in the last five minutes (older reports would find their subjects
             // stale: `staleAfter`).
-            let step = 8.0
-            let t0 = (Date().timeIntervalSince1970 - 260).rounded()
+            let run = GatewayRun(
+                partitioning: partitioning, publisher: publisher, inbox: inbox,
+                t0: (Date().timeIntervalSince1970 - 260).rounded(), step: 8)
 
             /// Publishes round `round`, then waits for its transitions in `waitFor`'s partitions.
             func play(_ round: Int, waitFor partitions: Set<Int>) async throws {
-                var wanted: Set<String> = []
-                for scan in GatewayVenue.round(round, t: t0 + Double(round) * step, tags: tagCount, phones: phones) {
-                    try await publisher.publish("\(Tier.root)/obs/\(scan.agent)/ble", scan.payload, qos: .atLeastOnce)
-                    guard
-                        case .success(let outputs) = reference.handle(
-                            .beacons(scan.report), agent: scan.agent, receivedAt: Date(timeIntervalSince1970: scan.t))
-                    else {
-                        Issue.record("the reference refused round \(round)'s scan of \(scan.agent)")
-                        continue
-                    }
-                    for case .event(let event) in outputs where event.kind != .state {
-                        expected[event.id] = event
-                        if partitions.contains(partitioning.partition(of: event.subject)) { wanted.insert(event.id) }
-                    }
-                }
+                let wanted = try await run.publish(round, counting: partitions)
                 let needed = wanted
-                let byID = expected
+                let byID = run.expected
                 let missing: @Sendable () -> String = {
                     let seen = Set(inbox.transitions.map(\.id))
                     let absent = needed.subtracting(seen).compactMap { byID[$0] }.map {
@@ -168,43 +142,11 @@ extension PartitionedEvaluatorTests {
                 }
             }
 
-            let ids = Set(expected.keys)
-            do {
-                try await inbox.waitFor("the fault-free run's transitions", timeout: .seconds(30)) { messages in
-                    Set(messages.compactMap(Transition.init).map(\.id)) == ids
-                }
-            } catch {
-                let got = Set(inbox.messages.compactMap(Transition.init).map(\.id))
-                let describe = { (id: String) in
-                    expected[id].map {
-                        "\($0.kind) \($0.subject) #\($0.seq) t \(Timestamp.format($0.t)) (partition \(partitioning.partition(of: $0.subject)))"
-                    } ?? id
-                }
-                Issue.record(
-                    "\(error): the move came after round \(movedAt.map { "\($0 - 1)" } ?? "-") of \(round - 1); missing \(ids.subtracting(got).map(describe).sorted().prefix(12)), \(got.subtracting(ids).count) not in the fault-free run; \(context())\n---\n\(c.output.suffix(3000))"
-                )
-            }
-            for message in PartitionedTier.stamped(inbox.messages) where message.event != nil {
-                #expect(
-                    message.partition == partitioning.partition(of: message.subject),
-                    "\(message.topic) carried partition \(message.partition)")
-            }
-            for region in ["hall", "lobby"] {
-                let inside = reference.occupants(of: region).count
-                do {
-                    try await inbox.waitFor("\(region)'s occupancy at the end", timeout: .seconds(30)) { messages in
-                        let (total, parts) = PartitionedTier.occupancy(
-                            of: region, in: messages, partitions: partitioning.all)
-                        return total == inside && parts.count == 4 && parts.reduce(0, +) == inside
-                    }
-                } catch {
-                    Issue.record(
-                        "\(region) at the end: expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages))"
-                    )
-                }
+            await run.expectFaultFree(cluster: cluster, cleanup: cleanup) {
+                "the move came after round \(movedAt.map { "\($0 - 1)" } ?? "-"); \(context())\n---\n\(c.output.suffix(3000))"
             }
             print(
-                "partitioned scale-out: \(ids.count) transitions as in the fault-free run over \(round) rounds, \(gapRounds) of them published between the release and the take-over; "
+                "partitioned scale-out: \(run.expected.count) transitions as in the fault-free run over \(round) rounds, \(gapRounds) of them published between the release and the take-over; "
                     + "\(giver) gave partition \(layout["c"]!.sorted()) to c after round \(movedAt.map { "\($0 - 1)" } ?? "-")"
             )
         }

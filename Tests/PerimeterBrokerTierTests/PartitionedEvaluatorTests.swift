@@ -56,6 +56,12 @@ enum PartitionedTier {
     /// that maps the test venue's observations by it, stopped by `cleanup`.
     static func cluster(partitions count: Int, cleanup: Cleanup) async throws -> NATSCluster {
         partitioning = try Partitioning(count: count)
+        return try await cluster(mapping: partitioning, cleanup: cleanup)
+    }
+
+    /// A three-node cluster that maps the test venue's observations by `partitioning`, stopped
+    /// by `cleanup` (the suite's partitioning left as it is).
+    static func cluster(mapping partitioning: Partitioning, cleanup: Cleanup) async throws -> NATSCluster {
         let cluster = try await NATSCluster.start(
             mappings: [partitioning.natsMapping(topics: Topics(venue: Tier.venue))])
         cleanup.add { await cluster.stop() }
