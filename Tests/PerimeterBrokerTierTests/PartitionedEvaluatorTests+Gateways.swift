@@ -208,12 +208,9 @@ final class GatewayRun {
                     return total == inside && parts.count == partitions.count && parts.reduce(0, +) == inside
                 }
             } catch {
-                let (total, parts) = PartitionedTier.occupancy(of: region, in: inbox.messages, partitions: partitions)
-                let retained = await PartitionedTier.retainedOccupancy(
-                    of: region, partitions: partitions, port: cluster.nodes[1].mqttPort, cleanup: cleanup)
-                Issue.record(
-                    "\(region) at the end: total \(total as Any), parts \(parts), expected \(inside); parts received: \(PartitionedTier.partHistory(of: region, in: inbox.messages)); \(retained)"
-                )
+                await PartitionedTier.expectRetainedOccupancy(
+                    of: region, inside: inside, partitions: partitions, port: cluster.nodes[1].mqttPort,
+                    received: inbox.messages, cleanup: cleanup)
             }
         }
     }
