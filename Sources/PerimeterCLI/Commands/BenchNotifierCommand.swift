@@ -9,7 +9,8 @@ import Synchronization
 /// `perimeter bench notifier`: notifications per second through the whole notifier (journal,
 /// rules, templates, outbox, delivery) for the MQTT and webhook channels, each beside its raw
 /// transport in the same run: MQTT against relaying the same records through the broker at
-/// QoS 1; webhooks against POSTing the same bodies straight to the same receiver.
+/// QoS 1 and against a null notifier (``runNullNotifier(port:publisher:shape:inFlight:t0:)``);
+/// webhooks against POSTing the same bodies straight to the same receiver.
 struct BenchNotifierCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notifier", abstract: "Notifications/s for the MQTT and webhook channels, against raw transport.",
@@ -18,7 +19,10 @@ struct BenchNotifierCommand: ParsableCommand {
             distinct Idempotency-Keys) and the notifier in-process with one MQTT and one webhook
             channel; publishes N enter events per channel and times until every notification
             arrived. Baselines in the same run: N QoS 1 messages of the notification's size relayed
-            through the same broker; N POSTs of the same body with the same concurrency.
+            through the same broker; a null notifier (subscribes to the events and publishes a
+            notification of the same size, QoS and properties for each, doing nothing else: the
+            MQTT channel's ceiling, two hops through the broker where the relay is one); N POSTs
+            of the same body with the same concurrency.
             """)
 
     @Option(help: "Events per channel (default 5000).", valueName: "n")
@@ -95,36 +99,48 @@ struct BenchNotifierCommand: ParsableCommand {
         let messages = observer.messages
         let arrivals = Task {
             var seen = 0
-            var size = 0
+            var shape = NotificationShape(bytes: 0, keyBytes: 0)
             for await message in messages {
                 seen += 1
-                size = message.payload.count
+                shape.bytes = message.payload.count
+                shape.keyBytes =
+                    message.properties.userProperties.first { $0.name == "idempotency-key" }?.value.utf8.count ?? 0
                 if seen == wanted { break }
             }
-            return size
+            return shape
         }
         let t0 = Date(timeIntervalSince1970: 1_764_603_660)
         let cpu = CPUMeter(broker: broker.pid)
         let mqttStart = ContinuousClock.now
-        try await publishEvents(publisher, prefix: "m", t0: t0)
-        let size = await arrivals.value
+        try await publishEvents(publisher, venue: "bench", prefix: "m", t0: t0)
+        let shape = await arrivals.value
+        let size = shape.bytes
         let mqttSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - mqttStart)
         let mqttCPU = cpu.lap()
+        let nullSeconds = try await runNullNotifier(
+            port: broker.port, publisher: publisher, shape: shape, inFlight: delivery.mqttInFlight, t0: t0)
+        let nullCPU = cpu.lap()
         let relaySeconds = try await BenchMQTTCommand.runOurs(
             endpoint: ("127.0.0.1", broker.port), qos: .atLeastOnce, count: count,
             payload: BenchMQTTCommand.payload(size: size), round: 1)
         let relayCPU = cpu.lap()
         let mqttRate = Double(count) / mqttSeconds
+        let nullRate = Double(count) / nullSeconds
         let relayRate = Double(count) / relaySeconds
         print(
             "mqtt     notifier \(BenchMQTTCommand.rate(mqttRate)) notifications/s   raw QoS 1 relay of \(size)-byte records \(BenchMQTTCommand.rate(relayRate)) msg/s   ratio \(String(format: "%.2f", mqttRate / relayRate))"
         )
-        print("         CPU per message: \(mqttCPU.per(count))   raw: \(relayCPU.per(count))")
+        print(
+            "         null notifier \(BenchMQTTCommand.rate(nullRate)) notifications/s, ratio \(String(format: "%.2f", nullRate / relayRate)) of the relay; the notifier is \(String(format: "%.2f", mqttRate / nullRate))× the null notifier"
+        )
+        print(
+            "         CPU per message: \(mqttCPU.per(count))   null notifier: \(nullCPU.per(count))   raw: \(relayCPU.per(count))"
+        )
 
         // Webhook channel.
         _ = cpu.lap()
         let hookStart = ContinuousClock.now
-        try await publishEvents(publisher, prefix: "w", t0: t0)
+        try await publishEvents(publisher, venue: "bench", prefix: "w", t0: t0)
         let deadline = ContinuousClock.now + .seconds(600)
         while receiver.distinctKeys < count {
             if ContinuousClock.now > deadline { throw ExitCode(1, "webhook notifications did not all arrive") }
@@ -164,19 +180,23 @@ struct BenchNotifierCommand: ParsableCommand {
         await observer.disconnect()
     }
 
-    private func publishEvents(_ publisher: MQTTClient, prefix: String, t0: Date) async throws {
+    /// Publishes `count` enter events to `venue`, each of its own region (`{prefix}-{n}`), for a
+    /// thousand subjects in turn.
+    func publishEvents(_ publisher: MQTTClient, venue: String, prefix: String, t0: Date) async throws {
         var batch: [MQTTMessage] = []
         for index in 0..<count {
             let subject = "s\(index % 1000)"
             let region = "\(prefix)-\(index)"
             let payload: JSONValue = [
-                "id": .string("\(prefix)\(index)"), "event": "enter", "venue": "bench", "region": .string(region),
+                "id": .string("\(prefix)\(index)"), "event": "enter", "venue": .string(venue),
+                "region": .string(region),
                 "subject": .string(subject), "t": .string(Timestamp.format(t0.addingTimeInterval(Double(index)))),
                 "seq": 1, "source": "gps",
             ]
             batch.append(
                 MQTTMessage(
-                    topic: "perimeter/v1/bench/enter/\(region)/\(subject)", payload: Array(payload.serialized().utf8),
+                    topic: "perimeter/v1/\(venue)/enter/\(region)/\(subject)",
+                    payload: Array(payload.serialized().utf8),
                     qos: .atLeastOnce))
             if batch.count == 500 {
                 try await publisher.publish(batch: batch)

@@ -52,30 +52,14 @@ struct BenchNullEvaluatorCommand: ParsableCommand {
             NullEvaluatorPlan.statusTopic(prefix: plan.prefix, venue: plan.venue), #"{"online":true}"#,
             qos: .atLeastOnce, retain: true)
 
-        let (receipts, pending) = AsyncStream.makeStream(of: MQTTClient.Receipt.self)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await receipt in receipts {
-                    do {
-                        try await client.acknowledged(receipt)
-                    } catch let error as MQTTError {
-                        // Closed on SIGTERM: what is still unacknowledged no longer matters.
-                        if case .closed = error.kind { return }
-                        throw error
-                    }
-                }
-            }
             group.addTask {
                 for await _ in Signals.termination() {
                     await client.disconnect()
                     return
                 }
             }
-            for await message in client.messages {
-                guard let batch = player.next(on: message.topic) else { continue }
-                pending.yield(try client.send(batch: batch))
-            }
-            pending.finish()
+            try await NullRelay.run(client) { player.next(on: $0.topic) }
             group.cancelAll()
         }
         FileHandle.standardError.write(

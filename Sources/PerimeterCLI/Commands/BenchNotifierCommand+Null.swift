@@ -1,0 +1,76 @@
+import Foundation
+import PerimeterCore
+import PerimeterMQTT
+
+/// The null notifier: the MQTT channel's ceiling on this machine. The notifier's traffic is two
+/// hops through the broker (the event in, the notification out) where the raw relay is one,
+/// so even a notifier that did nothing would not reach the relay's rate; the null notifier
+/// measures what such a notifier gets.
+extension BenchNotifierCommand {
+    /// The null notifier's venue level: as long as the notifier's (`bench`), so that events and
+    /// notifications keep their sizes, and apart from it.
+    static let nullVenue = "bnull"
+
+    /// The shape of the notifier's MQTT notifications, as the observer saw them.
+    struct NotificationShape: Sendable {
+        var bytes: Int
+        var keyBytes: Int
+    }
+
+    /// Times `count` events through a null notifier: one client subscribed at QoS 1 to the
+    /// events, as the notifier is, that publishes for each a notification of the notifier's
+    /// size, QoS, properties and topic (`notifications/mq/{subject}`), with the notifier's
+    /// in-flight window, and nothing else: no journal, no rules, no outbox. Returns the seconds
+    /// from the first event published to the last notification observed.
+    func runNullNotifier(
+        port: Int, publisher: MQTTClient, shape: NotificationShape, inFlight: Int, t0: Date
+    ) async throws -> Double {
+        let root = "perimeter/v1/\(Self.nullVenue)"
+        var observing = MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "bench-null-observer")
+        observing.inboundBufferSize = count + 64
+        let observer = try MQTTClient(observing)
+        try await observer.connect()
+        try await observer.subscribe("\(root)/notifications/#", qos: .atLeastOnce)
+        var relaying = MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "bench-null-notifier")
+        relaying.inboundBufferSize = count + 64
+        relaying.maxInflight = inFlight
+        let null = try MQTTClient(relaying)
+        try await null.connect()
+        try await null.subscribe("\(root)/enter/+/+", qos: .atLeastOnce)
+
+        let payload = [UInt8](repeating: 0x30, count: shape.bytes)
+        let key = String(repeating: "k", count: shape.keyBytes)
+        let relay = Task {
+            try await NullRelay.run(null) { event in
+                let subject = event.topic.split(separator: "/").last.map(String.init) ?? "_"
+                return [
+                    MQTTMessage(
+                        topic: "\(root)/notifications/mq/\(subject)", payload: payload, qos: .atLeastOnce,
+                        properties: MQTTProperties(
+                            contentType: "application/json", userProperties: [UserProperty("idempotency-key", key)]))
+                ]
+            }
+        }
+        let wanted = count
+        let messages = observer.messages
+        let seen = Task {
+            var seen = 0
+            for await _ in messages {
+                seen += 1
+                if seen == wanted { break }
+            }
+            return seen
+        }
+        let start = ContinuousClock.now
+        try await publishEvents(publisher, venue: Self.nullVenue, prefix: "m", t0: t0)
+        let observed = await seen.value
+        let seconds = BenchMQTTCommand.seconds(ContinuousClock.now - start)
+        await null.disconnect()
+        try await relay.value
+        await observer.disconnect()
+        guard observed == wanted else {
+            throw ExitCode(1, "the null notifier's notifications did not all arrive (\(observed) of \(wanted))")
+        }
+        return seconds
+    }
+}
