@@ -17,7 +17,10 @@ final class CurlTransfer {
     /// curl writes its words for a failure here; it keeps the pointer, so the buffer is
     /// allocated once (an array's storage may move) and freed with the handle.
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    let context: String
+    private let describe: () -> String
+    /// The request as it appears in errors, worked out when one is thrown (redacting a URL for
+    /// every request that succeeds was a per cent of a webhook's cost).
+    var context: String { describe() }
 
     /// What the callbacks collected, and the bounds they enforce.
     final class Collector {
@@ -43,28 +46,28 @@ final class CurlTransfer {
 
     /// - Parameters:
     ///   - context: the request as it appears in errors (no query, no credentials).
-    init(context: String, maxBodyBytes: Int, maxHeaderBytes: Int) throws(CurlError) {
-        self.context = context
+    init(context: @escaping @autoclosure () -> String, maxBodyBytes: Int, maxHeaderBytes: Int) throws(CurlError) {
+        describe = context
         guard Self.global == CURLE_OK else {
             throw CurlError(
-                .transfer, code: Int(Self.global.rawValue), function: "curl_global_init", context: context,
+                .transfer, code: Int(Self.global.rawValue), function: "curl_global_init", context: context(),
                 detail: String(cString: curl_easy_strerror(Self.global)))
         }
         guard let handle = curl_easy_init() else {
             throw CurlError(
-                .transfer, code: -1, function: "curl_easy_init", context: context, detail: "curl_easy_init failed")
+                .transfer, code: -1, function: "curl_easy_init", context: context(), detail: "curl_easy_init failed")
         }
         self.handle = handle
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         collector = Collector(maxBodyBytes: maxBodyBytes, maxHeaderBytes: maxHeaderBytes)
         let pointer = Unmanaged.passUnretained(collector).toOpaque()
-        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer), CURLOPT_ERRORBUFFER)
         try set(CURLOPT_NOSIGNAL, 1)  // many transfers on many threads: no SIGALRM for timeouts
-        try check(perimeter_curl_setopt_write(handle, CURLOPT_WRITEFUNCTION, writeBody), "CURLOPT_WRITEFUNCTION")
-        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, pointer), "CURLOPT_WRITEDATA")
-        try check(perimeter_curl_setopt_write(handle, CURLOPT_HEADERFUNCTION, writeHeader), "CURLOPT_HEADERFUNCTION")
-        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, pointer), "CURLOPT_HEADERDATA")
+        try check(perimeter_curl_setopt_write(handle, CURLOPT_WRITEFUNCTION, writeBody), CURLOPT_WRITEFUNCTION)
+        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, pointer), CURLOPT_WRITEDATA)
+        try check(perimeter_curl_setopt_write(handle, CURLOPT_HEADERFUNCTION, writeHeader), CURLOPT_HEADERFUNCTION)
+        try check(perimeter_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, pointer), CURLOPT_HEADERDATA)
     }
 
     deinit {
@@ -76,12 +79,12 @@ final class CurlTransfer {
     var collected: Collector { collector }
 
     func set(_ option: CURLoption, _ value: Int) throws(CurlError) {
-        try check(perimeter_curl_setopt_long(handle, option, value), Self.name(option))
+        try check(perimeter_curl_setopt_long(handle, option, value), option)
     }
 
     /// Sets a string option; curl copies the string.
     func set(_ option: CURLoption, _ value: String) throws(CurlError) {
-        try check(value.withCString { perimeter_curl_setopt_pointer(handle, option, $0) }, Self.name(option))
+        try check(value.withCString { perimeter_curl_setopt_pointer(handle, option, $0) }, option)
     }
 
     /// A `…_MS` option from seconds.
@@ -91,12 +94,12 @@ final class CurlTransfer {
 
     /// A `curl_off_t` option (`…_LARGE`).
     func set(_ option: CURLoption, offset: Int) throws(CurlError) {
-        try check(perimeter_curl_setopt_off(handle, option, curl_off_t(offset)), Self.name(option))
+        try check(perimeter_curl_setopt_off(handle, option, curl_off_t(offset)), option)
     }
 
     /// A pointer option; for data curl copies (`CURLOPT_COPYPOSTFIELDS`).
     func set(_ option: CURLoption, pointer: UnsafeRawPointer?) throws(CurlError) {
-        try check(perimeter_curl_setopt_pointer(handle, option, pointer), Self.name(option))
+        try check(perimeter_curl_setopt_pointer(handle, option, pointer), option)
     }
 
     /// Sets a list option (headers, recipients); the list lives as long as the transfer.
@@ -112,17 +115,17 @@ final class CurlTransfer {
         }
         guard let list else { return }
         lists.append(list)
-        try check(perimeter_curl_setopt_pointer(handle, option, list), Self.name(option))
+        try check(perimeter_curl_setopt_pointer(handle, option, list), option)
     }
 
     /// Sends `bytes` as the upload (SMTP's DATA) through the read callback.
     func upload(_ bytes: [UInt8]) throws(CurlError) {
         collector.upload = bytes
         try set(CURLOPT_UPLOAD, 1)
-        try check(perimeter_curl_setopt_read(handle, CURLOPT_READFUNCTION, readUpload), "CURLOPT_READFUNCTION")
+        try check(perimeter_curl_setopt_read(handle, CURLOPT_READFUNCTION, readUpload), CURLOPT_READFUNCTION)
         try check(
             perimeter_curl_setopt_pointer(handle, CURLOPT_READDATA, Unmanaged.passUnretained(collector).toOpaque()),
-            "CURLOPT_READDATA")
+            CURLOPT_READDATA)
     }
 
     /// Runs the transfer (blocking).
@@ -168,10 +171,12 @@ final class CurlTransfer {
             ?? "option \(option.rawValue)"
     }
 
-    private func check(_ code: CURLcode, _ option: String) throws(CurlError) {
+    /// Names the option only when it failed: looking it up in curl's table (a scan) and building
+    /// the text for every option set was a few per cent of a webhook's cost (`bench notifier`).
+    private func check(_ code: CURLcode, _ option: CURLoption) throws(CurlError) {
         guard code != CURLE_OK else { return }
         throw CurlError(
-            .transfer, code: Int(code.rawValue), function: "curl_easy_setopt(\(option))", context: context,
+            .transfer, code: Int(code.rawValue), function: "curl_easy_setopt(\(Self.name(option)))", context: context,
             detail: String(cString: curl_easy_strerror(code)))
     }
 }

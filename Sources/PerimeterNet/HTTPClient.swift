@@ -61,21 +61,21 @@ public enum HTTPClient {
     public static func post(
         _ url: String, headers: [(String, String)], body: [UInt8], options: Options
     ) throws(CurlError) -> Response {
-        let context = "POST \(redacted(url))"
+        func context() -> String { "POST \(redacted(url))" }
         for (name, value) in headers {
             guard !name.isEmpty, name.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }) else {
                 throw CurlError(
-                    .invalidRequest, code: 0, function: "", context: context,
+                    .invalidRequest, code: 0, function: "", context: context(),
                     detail: "header name '\(name)' is not an HTTP token")
             }
             guard !value.utf8.contains(where: { $0 == 13 || $0 == 10 || $0 == 0 }) else {
                 throw CurlError(
-                    .invalidRequest, code: 0, function: "", context: context,
+                    .invalidRequest, code: 0, function: "", context: context(),
                     detail: "the value of header \(name) holds a line break or NUL; refused")
             }
         }
         let transfer = try CurlTransfer(
-            context: context, maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
+            context: context(), maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
         try transfer.set(CURLOPT_URL, url)
         try transfer.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try transfer.set(CURLOPT_PATH_AS_IS, 1)  // `/../` and the like go out as configured
