@@ -27,7 +27,9 @@ import Synchronization
 /// by each delivery (or batch of MQTT publishes) as it finishes, with a timeout on the clock
 /// until the next pending row falls due or the next pruning of old rows (`notifier.retention`),
 /// whichever is sooner, and at most a minute (rows re-queued by `notifier retry` are seen
-/// without a ring): an idle notifier wakes once a minute for one indexed query.
+/// without a ring): an idle notifier wakes once a minute for one indexed query. While
+/// deliveries are out and no row waits for its due time, the wait has no timeout: the end of a
+/// delivery rings.
 final class Deliverer: @unchecked Sendable {
     // @unchecked: used by the one task that runs `run()`; its store connection stays there.
     private let configuration: NotifierConfiguration
@@ -189,7 +191,14 @@ final class Deliverer: @unchecked Sendable {
                 // process) go out without waiting for anything else to ring.
                 let untilPrune = Duration.seconds(
                     min(Self.longestWait, max(0, nextPrune.timeIntervalSince(clock.now))))
-                timeout = min(timeout ?? untilPrune, untilPrune)
+                // Unless something is out and nothing waits to start but for room: then the end
+                // of a delivery rings (a webhook or a mail within its timeout, an MQTT batch on its
+                // acknowledgements or the connection's end), and that turn looks at pruning and at
+                // re-queued rows. A timed wait is a task group with a sleeping child, armed and
+                // cancelled at every turn: with webhooks saturated, a turn per delivery.
+                if timeout != nil || inFlight.mqtt + inFlight.other == 0 {
+                    timeout = min(timeout ?? untilPrune, untilPrune)
+                }
                 publish(deadletters, in: &group)
                 deadletters.removeAll()
                 await doorbell.wait(timeout: timeout, on: clock)
