@@ -41,6 +41,14 @@ struct BenchPipelineTests {
         }
         // Overload levels come after the latency phase and are checked with it.
         #expect(lines.filter { $0.hasPrefix("overload ") && $0.contains("caught up ") }.count == 2, "\(result.stdout)")
+        // Each level says where the CPU went while it was offered (sampled every 100 ms, from the
+        // last sample before the offer to the first after it).
+        for line in lines where line.hasPrefix("overload ") && line.contains(": asked ") {
+            #expect(
+                line.contains("; CPU while offered: evaluator ") && line.contains(" cores")
+                    && line.contains(", mosquitto ") && line.contains(", publishers and subscriber "),
+                "\(line)")
+        }
     }
 
     @Test(

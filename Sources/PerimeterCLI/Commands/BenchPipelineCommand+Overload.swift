@@ -20,6 +20,24 @@ extension BenchPipelineCommand {
         /// Seconds after the offer ends within which the evaluator must have caught up.
         var catchUp: Double
         var stall: Double
+        /// The broker's process, whose CPU is sampled beside the evaluator's and this process's.
+        var brokerPID: Int32?
+    }
+
+    /// CPU used while the load was offered, in cores (CPU-seconds per second), by process.
+    struct OverloadCPU {
+        var evaluator: Double
+        var broker: Double
+        /// This process: the paced publishers and the event subscriber.
+        var bench: Double
+        /// The evaluator's CPU per observation it processed meanwhile, in µs (nil without its stats).
+        var perObservation: Double?
+
+        var summary: String {
+            let per = perObservation.map { ", \(format($0)) µs per observation it processed" } ?? ""
+            return
+                "CPU while offered: evaluator \(format(evaluator)) cores\(per), mosquitto \(format(broker)), publishers and subscriber \(format(bench)) (of \(ProcessInfo.processInfo.activeProcessorCount))"
+        }
     }
 
     /// One overload level's figures.
@@ -50,6 +68,7 @@ extension BenchPipelineCommand {
         /// `processed` is what reached a subscriber through the saturated broker.
         var evaluatorProcessed: Double?
         var rssMaxKB: Int
+        var cpu: OverloadCPU?
 
         var summary: String {
             let stats =
@@ -61,7 +80,7 @@ extension BenchPipelineCommand {
                     "caught up \(format(after)) s after the offer ended (\(rate(overall ?? .nan)) obs/s overall)"
                 } ?? "NOT caught up"
             return
-                "asked \(rate(asked)) obs/s, offered \(rate(offered)) obs/s on \(publishers) connection\(publishers == 1 ? "" : "s") (\(observations) observations); processed \(rate(processed)) obs/s while offered; \(caughtUp); max lag \(format(maxLag)) s, max backlog \(maxBacklog) observations; \(stats); evaluator RSS max \(megabytes(rssMaxKB)) MB"
+                "asked \(rate(asked)) obs/s, offered \(rate(offered)) obs/s on \(publishers) connection\(publishers == 1 ? "" : "s") (\(observations) observations); processed \(rate(processed)) obs/s while offered; \(caughtUp); max lag \(format(maxLag)) s, max backlog \(maxBacklog) observations; \(stats); evaluator RSS max \(megabytes(rssMaxKB)) MB; \(cpu?.summary ?? "CPU not sampled")"
         }
     }
 
@@ -85,13 +104,20 @@ extension BenchPipelineCommand {
         for offset in 0..<count { parts[((first + offset) % context.workload.subjects) % publishers].append(offset) }
         let before = context.events.count
 
-        // The evaluator's RSS is sampled every 100 ms while the level runs and drains.
+        // The evaluator's RSS, and the CPU time of the evaluator, the broker and this process,
+        // are sampled every 100 ms while the level runs and drains.
         let rssMax = Locked(context.evaluator.residentKB())
+        let cpuSamples = Locked([CPUSample]())
         let (paced, last) = try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [evaluator = context.evaluator] in
+            group.addTask { [evaluator = context.evaluator, broker = context.brokerPID] in
                 while !Task.isCancelled {
                     let kilobytes = evaluator.residentKB()
                     rssMax.withLock { $0 = max($0, kilobytes) }
+                    let sample = CPUSample(
+                        at: .now, evaluator: evaluator.cpuSeconds(),
+                        broker: broker.flatMap { try? ProcessCPU.seconds(of: $0) } ?? 0,
+                        bench: (try? ProcessCPU.seconds(of: nil)) ?? 0)
+                    cpuSamples.withLock { $0.append(sample) }
                     try? await Task.sleep(for: .milliseconds(100))
                 }
             }
@@ -159,13 +185,35 @@ extension BenchPipelineCommand {
         if let a = inOffer.first, let b = inOffer.last, let ta = a.t, let tb = b.t, tb > ta {
             evaluatorProcessed = Double(b.processedTotal! - a.processedTotal!) / tb.timeIntervalSince(ta)
         }
+        var cpu: OverloadCPU?
+        // From the last sample before the offer to the first after it (the sampler starts before
+        // the publishers and runs until the level has drained).
+        let all = cpuSamples.withLock { $0 }
+        if let a = all.last(where: { $0.at <= offerStart }) ?? all.first,
+            let b = all.first(where: { $0.at >= offerEnd }) ?? all.last, b.at > a.at
+        {
+            let span = seconds(b.at - a.at)
+            let evaluatorCores = (b.evaluator - a.evaluator) / span
+            cpu = OverloadCPU(
+                evaluator: evaluatorCores, broker: (b.broker - a.broker) / span, bench: (b.bench - a.bench) / span,
+                perObservation: evaluatorProcessed.map { evaluatorCores / $0 * 1e6 })
+        }
         return OverloadFigures(
             factor: factor, asked: asked, offered: Double(count) / offerSeconds, publishers: paced.count,
             observations: count, processed: Double(processedThrough - first + 1) / offerSeconds,
             caughtUpAfter: last.map { seconds($0 - offerEnd) },
             overall: last.map { Double(count) / seconds($0 - offerStart) }, maxLag: maxLag, maxBacklog: maxBacklog,
             statsLag: samples.compactMap(\.lagSeconds).max(), statsDepth: samples.compactMap(\.queueDepth).max(),
-            statsSamples: samples.count, evaluatorProcessed: evaluatorProcessed, rssMaxKB: rssMax.withLock { $0 })
+            statsSamples: samples.count, evaluatorProcessed: evaluatorProcessed, rssMaxKB: rssMax.withLock { $0 },
+            cpu: cpu)
+    }
+
+    /// CPU time (seconds) of the evaluator, the broker and this process at one instant.
+    struct CPUSample: Sendable {
+        var at: ContinuousClock.Instant
+        var evaluator: Double
+        var broker: Double
+        var bench: Double
     }
 
     /// Enough publishing connections for `rate`: each paced at no more than half of what one

@@ -307,7 +307,8 @@ struct BenchPipelineCommand: ParsableCommand {
         if !noOverload {
             let context = OverloadContext(
                 workload: workload, endpoint: endpoint, qos: qosLevel, events: events, evaluator: evaluator,
-                watch: watch, seconds: overloadSeconds, catchUp: overloadCatchUp, stall: stallSeconds)
+                watch: watch, seconds: overloadSeconds, catchUp: overloadCatchUp, stall: stallSeconds,
+                brokerPID: broker.pid)
             for factor in Self.overloadFactors {
                 let asked = factor * peakObservationRate
                 let publishers =
@@ -375,7 +376,7 @@ struct BenchPipelineCommand: ParsableCommand {
             "  peak:     \(Self.rate(peakObservationRate)) observations/s, \(Self.rate(peakEventRate)) events/s (enter/exit, publish to last event)",
             "  relay:    \(Self.rate(relay.rate)) msg/s, same messages and QoS, plain subscriber",
             "  ratio:    \(String(format: "%.2f", ratio)) × relay (target ≥ 0.80: \(ratio >= 0.8 ? "met" : "NOT met"))",
-            "  cpu:      evaluator \(Self.format(peakCPU)) CPU-s in the peak, \(Self.format(peakCPU / Double(observations) * 1e6)) µs per observation",
+            "  cpu:      evaluator \(Self.format(peakCPU)) CPU-s in the peak (\(Self.format(peakCPU / peakSeconds)) cores), \(Self.format(peakCPU / Double(observations) * 1e6)) µs per observation",
         ]
         if let null, let nullThree {
             let toNull = peakObservationRate / null.rate
