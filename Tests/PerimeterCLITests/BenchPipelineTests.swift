@@ -20,6 +20,8 @@ struct BenchPipelineTests {
             "observations/s", "events/s", "× relay (target ≥ 0.80:", "× null, ", "× null-3 (target ≥ 1.00 × null-3:",
             "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "overload 2×: asked", "overload 4×: asked",
             "× peak, evaluator processed", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
+            "null evaluator under overload 2×: offered ", "null evaluator under overload 4×: offered ",
+            "× its peak processed ",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
         }

@@ -127,3 +127,83 @@ struct NullEvaluatorProcess: BenchChild {
         await status.client.disconnect()
     }
 }
+
+extension BenchPipelineCommand {
+    /// The venue levels of the null evaluators offered the overload levels (one fresh process
+    /// each: a null evaluator plays its plan once).
+    static func nullOverloadVenue(_ factor: Double) -> String { "nul\(Int(factor))x" }
+
+    /// What a null evaluator processed while offered `factor` × its own peak rate.
+    struct NullOverloadFigures {
+        var factor: Double
+        var offered: Double
+        /// Observations/s whose transitions arrived while the load was offered.
+        var processed: Double
+        /// `processed` against the null evaluator's own peak.
+        var ofPeak: Double
+    }
+
+    /// The overload levels' question asked of a null evaluator: offered `factor` × its own peak
+    /// rate, on `publishers` connections (a subject's reports on one of them, in order), how many
+    /// observations a process that does nothing but publish the evaluator's messages gets
+    /// through while the load lasts. On a machine whose cores the publishers and the broker
+    /// share with it, this is the ceiling the evaluator's overload figures are measured under.
+    /// The peak observations are offered (the plan covers warm-up and peak), so a level lasts
+    /// `peak.count / (factor × peakRate)` seconds.
+    static func measureNullOverload(
+        _ plan: NullEvaluatorPlan, warm: [(topic: String, payload: [UInt8])],
+        peak: [(topic: String, payload: [UInt8])], factor: Double, peakRate: Double, publishers: Int,
+        directory: URL, endpoint: (host: String, port: Int), qos: QoS, stall: Double
+    ) async throws -> NullOverloadFigures {
+        precondition(plan.observations.count == warm.count + peak.count, "the plan covers warm-up and peak")
+        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
+        defer { process.stop() }
+        try await process.waitOnline(endpoint: endpoint)
+        let root = "\(plan.prefix)/\(plan.venue)/"
+        let filters = ["\(root)enter/#", "\(root)exit/#"]
+        let sink = try await EventSink.connect(
+            endpoint: endpoint, filters: filters, keepPayloads: false, name: "\(plan.venue)-events")
+        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
+        let move = { (topic: String) in topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic }
+        let warmEvents = plan.count(matching: filters, in: 0..<warm.count)
+        let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
+        let warmed = try await publishAll(
+            warm, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-warm-\(getpid())", topic: move)
+        _ = try await sink.wait(
+            for: warmEvents, since: warmed.started, evaluator: process, stall: stall, phase: "\(plan.venue) warm-up")
+
+        // Peak observation i is subject i mod (warm-up's count), as in the workload.
+        var parts = Array(repeating: [(topic: String, payload: [UInt8])](), count: max(1, publishers))
+        for (index, message) in peak.enumerated() {
+            parts[(index % max(1, warm.count)) % parts.count].append((move(message.topic), message.payload))
+        }
+        let asked = factor * peakRate
+        let paced = try await withThrowingTaskGroup(of: Paced.self) { group in
+            for (part, messages) in parts.enumerated() where !messages.isEmpty {
+                let partRate = asked * Double(messages.count) / Double(peak.count)
+                group.addTask {
+                    try await publishPaced(
+                        messages, rate: partRate, endpoint: endpoint, qos: qos,
+                        clientID: "bench-\(plan.venue)-\(part)-\(getpid())")
+                }
+            }
+            var paced: [Paced] = []
+            for try await result in group { paced.append(result) }
+            return paced
+        }
+        let offerStart = paced.map(\.started).min()!
+        let offerEnd = paced.map(\.finished).max()!
+        _ = try await sink.wait(
+            for: allEvents, since: offerStart, evaluator: process, stall: stall, phase: "\(plan.venue) overload")
+        await sink.client.disconnect()
+        _ = await process.stopGracefully()
+        let offerSeconds = seconds(offerEnd - offerStart)
+        let eventsPerObservation = Double(allEvents - warmEvents) / Double(max(1, peak.count))
+        let inOffer = sink.arrivals().count { $0.at >= offerStart && $0.at <= offerEnd }
+        // A plan without transitions in its peak (never with the bench's workloads) says nothing.
+        let processed = eventsPerObservation > 0 ? Double(inOffer) / eventsPerObservation / offerSeconds : .nan
+        return NullOverloadFigures(
+            factor: factor, offered: Double(peak.count) / offerSeconds, processed: processed,
+            ofPeak: processed / peakRate)
+    }
+}

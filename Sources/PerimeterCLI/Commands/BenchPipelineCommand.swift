@@ -42,8 +42,13 @@ struct BenchPipelineCommand: ParsableCommand {
               overload   (skip with --no-overload) paced at 2× and then 4× the peak observation
                          rate for --overload-seconds each, on as many connections as it takes:
                          offered and processed observations/s, the longest wait for an event,
-                         the evaluator's stats (lagSeconds, queueDepth) and its RSS; after each
-                         level it waits up to --overload-catch-up seconds for every event.
+                         the evaluator's stats (lagSeconds, queueDepth), its RSS and the CPU the
+                         evaluator, mosquitto and the publishers used; after each level it waits
+                         up to --overload-catch-up seconds for every event.
+              null overload  (not with --no-null) each overload level's factor times a fresh
+                         null evaluator's own peak rate: the peak observations paced on as many
+                         connections, and what a process that only publishes gets through while
+                         the publishers and the broker share the machine with it.
             Every event of warm-up, peak, latency and overload is checked one by one against
             the pure evaluator: none missing, none twice, none unexpected.
 
@@ -329,6 +334,21 @@ struct BenchPipelineCommand: ParsableCommand {
                 }
             }
         }
+        // The same levels offered to a null evaluator, against its own peak: the ceiling the
+        // machine sets on processing while publishers and the broker share its cores.
+        var nullOverloads: [Double: NullOverloadFigures] = [:]
+        if let null, !noNull {
+            for figures in overloads {
+                let measured = try await Self.measureNullOverload(
+                    plan.moved(to: Self.nullOverloadVenue(figures.factor)), warm: warmMessages, peak: peakMessages,
+                    factor: figures.factor, peakRate: null.rate, publishers: figures.publishers, directory: directory,
+                    endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+                nullOverloads[figures.factor] = measured
+                print(
+                    "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), processed \(Self.rate(measured.processed)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak"
+                )
+            }
+        }
         let stats = watch.latestStats
         await watch.client.disconnect()
 
@@ -398,7 +418,7 @@ struct BenchPipelineCommand: ParsableCommand {
         }
         for figures in overloads {
             lines.append(
-                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")"
+                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")\(nullOverloads[figures.factor].map { "; a null evaluator offered \(Self.rate(figures.factor))× its peak processed \(String(format: "%.2f", $0.ofPeak)) × its peak" } ?? "")"
             )
         }
         lines += [
