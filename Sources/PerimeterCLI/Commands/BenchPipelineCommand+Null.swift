@@ -143,19 +143,18 @@ extension BenchPipelineCommand {
         var ofPeak: Double
     }
 
-    /// The overload levels' question asked of a null evaluator: offered `factor` × its own peak
-    /// rate, on `publishers` connections (a subject's reports on one of them, in order), how many
-    /// observations a process that does nothing but publish the evaluator's messages gets
-    /// through while the load lasts. On a machine whose cores the publishers and the broker
-    /// share with it, this is the ceiling the evaluator's overload figures are measured under.
-    /// The peak observations are offered (the plan covers warm-up and peak), so a level lasts
-    /// `peak.count / (factor × peakRate)` seconds.
+    /// The overload levels' question asked of a null evaluator: offered one level's own
+    /// observations (`messages`, which `plan` covers) at `factor` × its own peak rate, on
+    /// `publishers` connections split by subject as the level's were, how many observations a
+    /// process that does nothing but publish the evaluator's messages gets through while the
+    /// load lasts. On a machine whose cores the publishers and the broker share with it, this
+    /// is the ceiling the evaluator's overload figures are measured under.
     static func measureNullOverload(
-        _ plan: NullEvaluatorPlan, warm: [(topic: String, payload: [UInt8])],
-        peak: [(topic: String, payload: [UInt8])], factor: Double, peakRate: Double, publishers: Int,
-        directory: URL, endpoint: (host: String, port: Int), qos: QoS, stall: Double
+        _ plan: NullEvaluatorPlan, messages: [(topic: String, payload: [UInt8])], first: Int, subjects: Int,
+        factor: Double, peakRate: Double, publishers: Int, directory: URL, endpoint: (host: String, port: Int),
+        qos: QoS, stall: Double
     ) async throws -> NullOverloadFigures {
-        precondition(plan.observations.count == warm.count + peak.count, "the plan covers warm-up and peak")
+        precondition(plan.observations.count == messages.count, "the plan covers the level's observations")
         let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
         defer { process.stop() }
         try await process.waitOnline(endpoint: endpoint)
@@ -165,25 +164,19 @@ extension BenchPipelineCommand {
             endpoint: endpoint, filters: filters, keepPayloads: false, name: "\(plan.venue)-events")
         let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
         let move = { (topic: String) in topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic }
-        let warmEvents = plan.count(matching: filters, in: 0..<warm.count)
         let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
-        let warmed = try await publishAll(
-            warm, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-warm-\(getpid())", topic: move)
-        _ = try await sink.wait(
-            for: warmEvents, since: warmed.started, evaluator: process, stall: stall, phase: "\(plan.venue) warm-up")
 
-        // Peak observation i is subject i mod (warm-up's count), as in the workload.
         var parts = Array(repeating: [(topic: String, payload: [UInt8])](), count: max(1, publishers))
-        for (index, message) in peak.enumerated() {
-            parts[(index % max(1, warm.count)) % parts.count].append((move(message.topic), message.payload))
+        for (offset, message) in messages.enumerated() {
+            parts[((first + offset) % max(1, subjects)) % parts.count].append((move(message.topic), message.payload))
         }
         let asked = factor * peakRate
         let paced = try await withThrowingTaskGroup(of: Paced.self) { group in
-            for (part, messages) in parts.enumerated() where !messages.isEmpty {
-                let partRate = asked * Double(messages.count) / Double(peak.count)
+            for (part, slice) in parts.enumerated() where !slice.isEmpty {
+                let partRate = asked * Double(slice.count) / Double(messages.count)
                 group.addTask {
                     try await publishPaced(
-                        messages, rate: partRate, endpoint: endpoint, qos: qos,
+                        slice, rate: partRate, endpoint: endpoint, qos: qos,
                         clientID: "bench-\(plan.venue)-\(part)-\(getpid())")
                 }
             }
@@ -198,12 +191,12 @@ extension BenchPipelineCommand {
         await sink.client.disconnect()
         _ = await process.stopGracefully()
         let offerSeconds = seconds(offerEnd - offerStart)
-        let eventsPerObservation = Double(allEvents - warmEvents) / Double(max(1, peak.count))
+        let eventsPerObservation = Double(allEvents) / Double(max(1, messages.count))
         let inOffer = sink.arrivals().count { $0.at >= offerStart && $0.at <= offerEnd }
         // A plan without transitions in its peak (never with the bench's workloads) says nothing.
         let processed = eventsPerObservation > 0 ? Double(inOffer) / eventsPerObservation / offerSeconds : .nan
         return NullOverloadFigures(
-            factor: factor, offered: Double(peak.count) / offerSeconds, processed: processed,
+            factor: factor, offered: Double(messages.count) / offerSeconds, processed: processed,
             ofPeak: processed / peakRate)
     }
 }

@@ -69,6 +69,11 @@ extension BenchPipelineCommand {
         var evaluatorProcessed: Double?
         var rssMaxKB: Int
         var cpu: OverloadCPU?
+        /// The level's observations and, when asked for, what the evaluator publishes for each
+        /// (a null evaluator's plan for them, ``measureNullOverload``).
+        var first: Int
+        var messages: [(topic: String, payload: [UInt8])]
+        var nullPlan: NullEvaluatorPlan?
 
         var summary: String {
             let stats =
@@ -92,13 +97,20 @@ extension BenchPipelineCommand {
     static func overload(
         factor: Double, peakRate: Double, publishers: Int, first: Int, context: OverloadContext,
         oracle: inout BenchPipelineOracle, expected: inout [String: Int],
-        sendTimes: inout [Int: ContinuousClock.Instant]
+        sendTimes: inout [Int: ContinuousClock.Instant], recordingNull: Bool = false
     ) async throws -> OverloadFigures {
         let asked = factor * peakRate
         let count = max(publishers, Int(asked * context.seconds))
         let range = first..<(first + count)
         let messages = context.workload.messages(range)
-        expected.merge(oracle.expect(messages, first: first)) { $1 }
+        var nullPlan: NullEvaluatorPlan?
+        if recordingNull {
+            var plan = NullEvaluatorPlan()
+            expected.merge(oracle.expect(messages, first: first, recording: &plan)) { $1 }
+            nullPlan = plan
+        } else {
+            expected.merge(oracle.expect(messages, first: first)) { $1 }
+        }
         let total = expected.count
         var parts = Array(repeating: [Int](), count: publishers)
         for offset in 0..<count { parts[((first + offset) % context.workload.subjects) % publishers].append(offset) }
@@ -205,7 +217,7 @@ extension BenchPipelineCommand {
             overall: last.map { Double(count) / seconds($0 - offerStart) }, maxLag: maxLag, maxBacklog: maxBacklog,
             statsLag: samples.compactMap(\.lagSeconds).max(), statsDepth: samples.compactMap(\.queueDepth).max(),
             statsSamples: samples.count, evaluatorProcessed: evaluatorProcessed, rssMaxKB: rssMax.withLock { $0 },
-            cpu: cpu)
+            cpu: cpu, first: first, messages: recordingNull ? messages : [], nullPlan: nullPlan)
     }
 
     /// CPU time (seconds) of the evaluator, the broker and this process at one instant.

@@ -45,9 +45,9 @@ struct BenchPipelineCommand: ParsableCommand {
                          the evaluator's stats (lagSeconds, queueDepth), its RSS and the CPU the
                          evaluator, mosquitto and the publishers used; after each level it waits
                          up to --overload-catch-up seconds for every event.
-              null overload  (not with --no-null) each overload level's factor times a fresh
-                         null evaluator's own peak rate: the peak observations paced on as many
-                         connections, and what a process that only publishes gets through while
+              null overload  (not with --no-null) each overload level's observations offered to a
+                         fresh null evaluator at the level's factor times its own peak rate, on as
+                         many connections: what a process that only publishes gets through while
                          the publishers and the broker share the machine with it.
             Every event of warm-up, peak, latency and overload is checked one by one against
             the pure evaluator: none missing, none twice, none unexpected.
@@ -322,7 +322,7 @@ struct BenchPipelineCommand: ParsableCommand {
                 let figures = try await Self.overload(
                     factor: factor, peakRate: peakObservationRate, publishers: publishers,
                     first: latencyRange.upperBound + overloadObservations, context: context, oracle: &oracle,
-                    expected: &expected, sendTimes: &sendTimes)
+                    expected: &expected, sendTimes: &sendTimes, recordingNull: !noNull)
                 overloadObservations += figures.observations
                 overloads.append(figures)
                 print("overload \(Self.rate(factor))×: \(figures.summary)")
@@ -338,11 +338,16 @@ struct BenchPipelineCommand: ParsableCommand {
         // machine sets on processing while publishers and the broker share its cores.
         var nullOverloads: [Double: NullOverloadFigures] = [:]
         if let null, !noNull {
-            for figures in overloads {
+            for index in overloads.indices {
+                let figures = overloads[index]
+                // The level's messages are not needed past this (370,000 of them at 4× by default).
+                overloads[index].messages = []
+                guard let levelPlan = figures.nullPlan else { continue }
                 let measured = try await Self.measureNullOverload(
-                    plan.moved(to: Self.nullOverloadVenue(figures.factor)), warm: warmMessages, peak: peakMessages,
-                    factor: figures.factor, peakRate: null.rate, publishers: figures.publishers, directory: directory,
-                    endpoint: endpoint, qos: qosLevel, stall: stallSeconds)
+                    levelPlan.moved(to: Self.nullOverloadVenue(figures.factor)), messages: figures.messages,
+                    first: figures.first, subjects: subjects, factor: figures.factor, peakRate: null.rate,
+                    publishers: figures.publishers, directory: directory, endpoint: endpoint, qos: qosLevel,
+                    stall: stallSeconds)
                 nullOverloads[figures.factor] = measured
                 print(
                     "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), processed \(Self.rate(measured.processed)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak"
