@@ -21,7 +21,7 @@ struct BenchPipelineTests {
             "p50 ", "p90 ", "p99 ", "(target p99 < 5 ms:", "overload 2×: asked", "overload 4×: asked",
             "× peak, evaluator processed", "B/subject", "journal:", "evaluator: stopped on SIGTERM",
             "null evaluator under overload 2×: offered ", "null evaluator under overload 4×: offered ",
-            "× its peak processed ",
+            "× its peak delivered ",
         ] {
             #expect(result.stdout.contains(line), "missing '\(line)' in:\n\(result.stdout)")
         }

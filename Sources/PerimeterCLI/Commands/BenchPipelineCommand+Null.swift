@@ -133,22 +133,23 @@ extension BenchPipelineCommand {
     /// each: a null evaluator plays its plan once).
     static func nullOverloadVenue(_ factor: Double) -> String { "nul\(Int(factor))x" }
 
-    /// What a null evaluator processed while offered `factor` × its own peak rate.
+    /// What a null evaluator delivered while offered `factor` × its own peak rate.
     struct NullOverloadFigures {
         var factor: Double
         var offered: Double
-        /// Observations/s whose transitions arrived while the load was offered.
+        /// Observations/s whose transitions arrived at a subscriber while the load was offered.
         var processed: Double
         /// `processed` against the null evaluator's own peak.
         var ofPeak: Double
     }
 
-    /// The overload levels' question asked of a null evaluator: offered one level's own
-    /// observations (`messages`, which `plan` covers) at `factor` × its own peak rate, on
-    /// `publishers` connections split by subject as the level's were, how many observations a
-    /// process that does nothing but publish the evaluator's messages gets through while the
-    /// load lasts. On a machine whose cores the publishers and the broker share with it, this
-    /// is the ceiling the evaluator's overload figures are measured under.
+    /// One overload level offered to a null evaluator: the level's own observations (`messages`,
+    /// which `plan` covers) at `factor` × the null evaluator's own peak rate, on `publishers`
+    /// connections split by subject as the level's were; how many observations' transitions it
+    /// delivers while the load lasts. It reads everything it is sent (no intake limit) and
+    /// publishes on the same connection, so under a flood its acknowledgements most likely queue behind the
+    /// observations: the naive client's collapse, which the evaluator's intake gate prevents.
+    /// A comparison, not a ceiling (the CPU each process used is what bounds the evaluator).
     static func measureNullOverload(
         _ plan: NullEvaluatorPlan, messages: [(topic: String, payload: [UInt8])], first: Int, subjects: Int,
         factor: Double, peakRate: Double, publishers: Int, directory: URL, endpoint: (host: String, port: Int),

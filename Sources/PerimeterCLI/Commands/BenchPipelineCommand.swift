@@ -47,8 +47,10 @@ struct BenchPipelineCommand: ParsableCommand {
                          up to --overload-catch-up seconds for every event.
               null overload  (not with --no-null) each overload level's observations offered to a
                          fresh null evaluator at the level's factor times its own peak rate, on as
-                         many connections: what a process that only publishes gets through while
-                         the publishers and the broker share the machine with it.
+                         many connections: what a client that reads all it is sent (no intake
+                         limit) and only publishes delivers meanwhile. Not a ceiling: its
+                         acknowledgements most likely queue behind the flood on its one connection, the
+                         collapse the evaluator's intake gate is there to prevent.
             Every event of warm-up, peak, latency and overload is checked one by one against
             the pure evaluator: none missing, none twice, none unexpected.
 
@@ -350,7 +352,7 @@ struct BenchPipelineCommand: ParsableCommand {
                     stall: stallSeconds)
                 nullOverloads[figures.factor] = measured
                 print(
-                    "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), processed \(Self.rate(measured.processed)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak"
+                    "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), delivered \(Self.rate(measured.processed)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak (no intake limit: a naive client, not a ceiling)"
                 )
             }
         }
@@ -423,7 +425,7 @@ struct BenchPipelineCommand: ParsableCommand {
         }
         for figures in overloads {
             lines.append(
-                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")\(nullOverloads[figures.factor].map { "; a null evaluator offered \(Self.rate(figures.factor))× its peak processed \(String(format: "%.2f", $0.ofPeak)) × its peak" } ?? "")"
+                "  overload \(Self.rate(figures.factor))×: offered \(Self.rate(figures.offered)) obs/s, delivered \(Self.rate(figures.processed)) obs/s = \(String(format: "%.2f", figures.processed / peakObservationRate)) × peak, evaluator processed \(figures.evaluatorProcessed.map { "\(Self.rate($0)) obs/s = \(String(format: "%.2f", $0 / peakObservationRate)) × peak" } ?? "- (no stats)"), max lag \(Self.format(figures.maxLag)) s, max backlog \(figures.maxBacklog), evaluator RSS max \(Self.megabytes(figures.rssMaxKB)) MB, \(figures.caughtUpAfter.map { "caught up after \(Self.format($0)) s" } ?? "NOT caught up")\(nullOverloads[figures.factor].map { "; a null evaluator (no intake limit) offered \(Self.rate(figures.factor))× its peak delivered \(String(format: "%.2f", $0.ofPeak)) × its peak" } ?? "")"
             )
         }
         lines += [
