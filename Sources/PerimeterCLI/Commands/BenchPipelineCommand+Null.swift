@@ -33,15 +33,9 @@ extension BenchPipelineCommand {
         stall: Double
     ) async throws -> NullFigures {
         precondition(plan.observations.count == warm.count + peak.count, "the plan covers warm-up and peak")
-        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
-        defer { process.stop() }
-        try await process.waitOnline(endpoint: endpoint)
-        let root = "\(plan.prefix)/\(plan.venue)/"
-        let filters = ["\(root)enter/#", "\(root)exit/#"]
-        let sink = try await EventSink.connect(
-            endpoint: endpoint, filters: filters, keepPayloads: false, name: "\(plan.venue)-events")
-        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
-        let move = { (topic: String) in topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic }
+        let run = try await NullRun.start(plan, directory: directory, endpoint: endpoint, name: "events")
+        defer { run.process.stop() }
+        let (process, sink, filters, move) = (run.process, run.sink, run.filters, run.move)
         let warmEvents = plan.count(matching: filters, in: 0..<warm.count)
         let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
 
@@ -73,14 +67,11 @@ extension BenchPipelineCommand {
         endpoint: (host: String, port: Int), qos: QoS, stall: Double
     ) async throws -> [Double] {
         precondition(plan.observations.count == messages.count, "the plan covers the paced observations")
-        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
-        defer { process.stop() }
-        try await process.waitOnline(endpoint: endpoint)
-        let root = "\(plan.prefix)/\(plan.venue)/"
-        let filters = ["\(root)enter/#", "\(root)exit/#"]
-        let sink = try await EventSink.connect(endpoint: endpoint, filters: filters, name: "\(plan.venue)-latency")
-        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
-        let moved = messages.map { (topic: root + $0.topic.dropFirst(from.count), payload: $0.payload) }
+        let run = try await NullRun.start(
+            plan, directory: directory, endpoint: endpoint, keepPayloads: true, name: "latency")
+        defer { run.process.stop() }
+        let (process, sink, filters) = (run.process, run.sink, run.filters)
+        let moved = messages.map { (topic: run.move($0.topic), payload: $0.payload) }
         let paced = try await publishPaced(
             moved, rate: rate, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)-paced-\(getpid())")
         _ = try await sink.wait(
@@ -95,6 +86,41 @@ extension BenchPipelineCommand {
             }
             return seconds(arrival.at - paced.sent[index]) * 1000
         }.sorted()
+    }
+}
+
+/// A null evaluator started on a plan and online, with a subscriber to its transitions.
+struct NullRun {
+    let process: NullEvaluatorProcess
+    let sink: EventSink
+    /// The plan venue's enter and exit topics.
+    let filters: [String]
+    private let root: String
+
+    /// Starts `plan`'s null evaluator, waits for it to be online and subscribes to its
+    /// transitions (`keepPayloads` for their payloads too); the process is stopped if that fails.
+    static func start(
+        _ plan: NullEvaluatorPlan, directory: URL, endpoint: (host: String, port: Int), keepPayloads: Bool = false,
+        name: String
+    ) async throws -> NullRun {
+        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
+        do {
+            try await process.waitOnline(endpoint: endpoint)
+            let root = "\(plan.prefix)/\(plan.venue)/"
+            let filters = ["\(root)enter/#", "\(root)exit/#"]
+            let sink = try await EventSink.connect(
+                endpoint: endpoint, filters: filters, keepPayloads: keepPayloads, name: "\(plan.venue)-\(name)")
+            return NullRun(process: process, sink: sink, filters: filters, root: root)
+        } catch {
+            process.stop()
+            throw error
+        }
+    }
+
+    /// A topic of the workload's venue moved to the plan's.
+    func move(_ topic: String) -> String {
+        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
+        return topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic
     }
 }
 
@@ -156,15 +182,9 @@ extension BenchPipelineCommand {
         qos: QoS, stall: Double
     ) async throws -> NullOverloadFigures {
         precondition(plan.observations.count == messages.count, "the plan covers the level's observations")
-        let process = try NullEvaluatorProcess.start(plan: plan, directory: directory, port: endpoint.port)
-        defer { process.stop() }
-        try await process.waitOnline(endpoint: endpoint)
-        let root = "\(plan.prefix)/\(plan.venue)/"
-        let filters = ["\(root)enter/#", "\(root)exit/#"]
-        let sink = try await EventSink.connect(
-            endpoint: endpoint, filters: filters, keepPayloads: false, name: "\(plan.venue)-events")
-        let from = "\(BenchPipelineWorkload.prefix)/\(BenchPipelineWorkload.venue)/"
-        let move = { (topic: String) in topic.hasPrefix(from) ? root + topic.dropFirst(from.count) : topic }
+        let run = try await NullRun.start(plan, directory: directory, endpoint: endpoint, name: "events")
+        defer { run.process.stop() }
+        let (process, sink, filters, move) = (run.process, run.sink, run.filters, run.move)
         let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
 
         var parts = Array(repeating: [(topic: String, payload: [UInt8])](), count: max(1, publishers))
