@@ -6,7 +6,9 @@ struct BenchNotifierTests {
     /// A tiny run: every phase completes and reports. The ratios are not asserted (a few hundred
     /// messages on a shared machine say nothing about them); that every notification of each
     /// phase arrived is: the bench waits for all of them and fails otherwise.
-    @Test("the notifier, the null notifier and the relay over MQTT; the notifier and raw POSTs over HTTP")
+    @Test(
+        "the notifier, the null notifier and the relay over MQTT; the notifier, the null webhook notifier and raw POSTs over HTTP"
+    )
     func tinyRun() async throws {
         let result = try await perimeter(["bench", "notifier", "--count", "300"], timeout: .seconds(200))
         let context = "\(result.stderr)\n\(result.stdout)"
@@ -23,6 +25,11 @@ struct BenchNotifierTests {
             }, "\(context)")
         #expect(lines.contains { $0.contains("null notifier: ") && $0.contains(" µs (broker ") }, "\(context)")
         #expect(lines.contains { $0.hasPrefix("webhook  notifier ") && $0.contains(" raw POSTs of ") }, "\(context)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("         null webhook notifier ") && $0.hasSuffix("× the null webhook notifier")
+            }, "\(context)")
+        #expect(lines.contains { $0.contains("null webhook notifier: ") && $0.contains(" µs (broker ") }, "\(context)")
         #expect(lines.contains("duplicates seen by the receiver: 0"), "\(context)")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import PerimeterCore
 import PerimeterMQTT
+import PerimeterNet
 
 /// The null notifier: the MQTT channel's ceiling on this machine. The notifier's traffic is two
 /// hops through the broker (the event in, the notification out) where the raw relay is one,
@@ -71,6 +72,59 @@ extension BenchNotifierCommand {
         guard observed == wanted else {
             throw ExitCode(1, "the null notifier's notifications did not all arrive (\(observed) of \(wanted))")
         }
+        return seconds
+    }
+}
+
+/// The null webhook notifier: the webhook channel's ceiling, as the null notifier is the MQTT
+/// channel's (an event in through the broker, a POST out, nothing between).
+extension BenchNotifierCommand {
+    /// Its venue level: as long as the notifier's, apart from it and from the null notifier's.
+    static let nullHookVenue = "bnulw"
+
+    /// Times `count` events through a null webhook notifier: a client subscribed at QoS 1 to the
+    /// events, as the notifier is, that POSTs `body` (the notifier's webhook body) to `url` for
+    /// each, with an idempotency key of its own and `concurrency` POSTs at a time, and nothing
+    /// else: no journal, rules, outbox or signatures. Returns the seconds from the first event
+    /// published to the last POST received (`receiver` counts distinct keys).
+    func runNullWebhook(
+        port: Int, publisher: MQTTClient, receiver: PostReceiver, url: String, body: [UInt8], t0: Date
+    ) async throws -> Double {
+        var configuration = MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "bench-null-webhook")
+        configuration.inboundBufferSize = count + 64
+        let null = try MQTTClient(configuration)
+        try await null.connect()
+        try await null.subscribe("perimeter/v1/\(Self.nullHookVenue)/enter/+/+", qos: .atLeastOnce)
+        let pool = BlockingPool(size: concurrency, name: "bench-null-webhook")
+        defer { pool.stop() }
+        let before = receiver.distinctKeys
+        let messages = null.messages
+        let wanted = count
+        let relay = Task {
+            var number = 0
+            for await _ in messages {
+                number += 1
+                let key = "null-\(number)"
+                pool.execute {
+                    _ = try? HTTPClient.post(
+                        url, headers: [("Content-Type", "application/json"), ("Idempotency-Key", key)], body: body,
+                        options: HTTPClient.Options())
+                }
+                if number == wanted { break }
+            }
+        }
+        let start = ContinuousClock.now
+        try await publishEvents(publisher, venue: Self.nullHookVenue, prefix: "w", t0: t0)
+        let deadline = ContinuousClock.now + .seconds(600)
+        while receiver.distinctKeys - before < count {
+            if ContinuousClock.now > deadline {
+                throw ExitCode(1, "the null webhook notifier's POSTs did not all arrive")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let seconds = BenchMQTTCommand.seconds(ContinuousClock.now - start)
+        await relay.value
+        await null.disconnect()
         return seconds
     }
 }

@@ -22,7 +22,9 @@ struct BenchNotifierCommand: ParsableCommand {
             through the same broker; a null notifier (subscribes to the events and publishes a
             notification of the same size, QoS and properties for each, doing nothing else: the
             MQTT channel's ceiling, two hops through the broker where the relay is one); N POSTs
-            of the same body with the same concurrency.
+            of the same body with the same concurrency; a null webhook notifier (subscribes to the
+            events and POSTs the same body for each with the same concurrency, doing nothing
+            else: the webhook channel's ceiling).
             """)
 
     @Option(help: "Events per channel (default 5000).", valueName: "n")
@@ -169,12 +171,22 @@ struct BenchNotifierCommand: ParsableCommand {
         }
         let rawSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - rawStart)
         let rawCPU = cpu.lap()
+        let nullHookSeconds = try await runNullWebhook(
+            port: broker.port, publisher: publisher, receiver: receiver,
+            url: "http://127.0.0.1:\(receiver.port)/null", body: body, t0: t0)
+        let nullHookCPU = cpu.lap()
         let hookRate = Double(count) / hookSeconds
         let rawRate = Double(count) / rawSeconds
+        let nullHookRate = Double(count) / nullHookSeconds
         print(
             "webhook  notifier \(BenchMQTTCommand.rate(hookRate)) notifications/s   raw POSTs of \(body.count)-byte bodies \(BenchMQTTCommand.rate(rawRate)) req/s   ratio \(String(format: "%.2f", hookRate / rawRate))"
         )
-        print("         CPU per message: \(hookCPU.per(count))   raw: \(rawCPU.per(count))")
+        print(
+            "         null webhook notifier \(BenchMQTTCommand.rate(nullHookRate)) notifications/s, ratio \(String(format: "%.2f", nullHookRate / rawRate)) of raw POSTs; the notifier is \(String(format: "%.2f", hookRate / nullHookRate))× the null webhook notifier"
+        )
+        print(
+            "         CPU per message: \(hookCPU.per(count))   null webhook notifier: \(nullHookCPU.per(count))   raw: \(rawCPU.per(count))"
+        )
         print("duplicates seen by the receiver: \(receiver.duplicates)")
         await publisher.disconnect()
         await observer.disconnect()
