@@ -115,13 +115,7 @@ extension BenchNotifierCommand {
         }
         let start = ContinuousClock.now
         try await publishEvents(publisher, venue: Self.nullHookVenue, prefix: "w", t0: t0)
-        let deadline = ContinuousClock.now + .seconds(600)
-        while receiver.distinctKeys - before < count {
-            if ContinuousClock.now > deadline {
-                throw ExitCode(1, "the null webhook notifier's POSTs did not all arrive")
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await receiver.waitForKeys(before + count, what: "the null webhook notifier's POSTs")
         let seconds = BenchMQTTCommand.seconds(ContinuousClock.now - start)
         await relay.value
         await null.disconnect()

@@ -143,11 +143,7 @@ struct BenchNotifierCommand: ParsableCommand {
         _ = cpu.lap()
         let hookStart = ContinuousClock.now
         try await publishEvents(publisher, venue: "bench", prefix: "w", t0: t0)
-        let deadline = ContinuousClock.now + .seconds(600)
-        while receiver.distinctKeys < count {
-            if ContinuousClock.now > deadline { throw ExitCode(1, "webhook notifications did not all arrive") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await receiver.waitForKeys(count, what: "webhook notifications")
         let hookSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - hookStart)
         let hookCPU = cpu.lap()
         let body = receiver.lastBody
@@ -255,6 +251,16 @@ final class PostReceiver: Sendable {
     }
 
     var distinctKeys: Int { state.withLock { $0.keys.count } }
+
+    /// Waits (polling every 5 ms, at most 600 s) until `total` distinct keys have arrived.
+    /// - Throws: `ExitCode(1, …)` naming `what` when they have not.
+    func waitForKeys(_ total: Int, what: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(600)
+        while distinctKeys < total {
+            if ContinuousClock.now > deadline { throw ExitCode(1, "\(what) did not all arrive") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
     var duplicates: Int { state.withLock { $0.duplicates } }
     var lastBody: [UInt8] { state.withLock { $0.last } }
 

@@ -187,24 +187,10 @@ extension BenchPipelineCommand {
         let (process, sink, filters, move) = (run.process, run.sink, run.filters, run.move)
         let allEvents = plan.count(matching: filters, in: 0..<plan.observations.count)
 
-        var parts = Array(repeating: [(topic: String, payload: [UInt8])](), count: max(1, publishers))
-        for (offset, message) in messages.enumerated() {
-            parts[((first + offset) % max(1, subjects)) % parts.count].append((move(message.topic), message.payload))
-        }
-        let asked = factor * peakRate
-        let paced = try await withThrowingTaskGroup(of: Paced.self) { group in
-            for (part, slice) in parts.enumerated() where !slice.isEmpty {
-                let partRate = asked * Double(slice.count) / Double(messages.count)
-                group.addTask {
-                    try await publishPaced(
-                        slice, rate: partRate, endpoint: endpoint, qos: qos,
-                        clientID: "bench-\(plan.venue)-\(part)-\(getpid())")
-                }
-            }
-            var paced: [Paced] = []
-            for try await result in group { paced.append(result) }
-            return paced
-        }
+        let paced = try await publishPacedBySubject(
+            messages.map { (move($0.topic), $0.payload) }, first: first, subjects: subjects, publishers: publishers,
+            rate: factor * peakRate, endpoint: endpoint, qos: qos, clientID: "bench-\(plan.venue)"
+        ).map(\.paced)
         let offerStart = paced.map(\.started).min()!
         let offerEnd = paced.map(\.finished).max()!
         _ = try await sink.wait(

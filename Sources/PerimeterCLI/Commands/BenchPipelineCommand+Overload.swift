@@ -112,8 +112,6 @@ extension BenchPipelineCommand {
             expected.merge(oracle.expect(messages, first: first)) { $1 }
         }
         let total = expected.count
-        var parts = Array(repeating: [Int](), count: publishers)
-        for offset in 0..<count { parts[((first + offset) % context.workload.subjects) % publishers].append(offset) }
         let before = context.events.count
 
         // The evaluator's RSS, and the CPU time of the evaluator, the broker and this process,
@@ -133,33 +131,22 @@ extension BenchPipelineCommand {
                     try? await Task.sleep(for: .milliseconds(100))
                 }
             }
-            var paced: [(Int, Paced)] = []
-            try await withThrowingTaskGroup(of: (Int, Paced).self) { publishing in
-                for (part, offsets) in parts.enumerated() where !offsets.isEmpty {
-                    let slice = offsets.map { messages[$0] }
-                    let partRate = asked * Double(offsets.count) / Double(count)
-                    publishing.addTask { [endpoint = context.endpoint, qos = context.qos] in
-                        let result = try await publishPaced(
-                            slice, rate: partRate, endpoint: endpoint, qos: qos,
-                            clientID: "bench-overload-\(part)-\(getpid())")
-                        return (part, result)
-                    }
-                }
-                for try await result in publishing { paced.append(result) }
-            }
-            let offerEnd = paced.map(\.1.finished).max()!
+            let paced = try await publishPacedBySubject(
+                messages, first: first, subjects: context.workload.subjects, publishers: publishers, rate: asked,
+                endpoint: context.endpoint, qos: context.qos, clientID: "bench-overload")
+            let offerEnd = paced.map(\.paced.finished).max()!
             let last = try await context.events.wait(
                 for: total, by: offerEnd + .milliseconds(Int(context.catchUp * 1000)),
-                since: paced.map(\.1.started).min()!, evaluator: context.evaluator, stall: context.stall,
+                since: paced.map(\.paced.started).min()!, evaluator: context.evaluator, stall: context.stall,
                 phase: "overload \(rate(factor))×")
             group.cancelAll()
             return (paced, last)
         }
-        for (part, result) in paced {
-            for (index, time) in result.sent.enumerated() { sendTimes[first + parts[part][index]] = time }
+        for part in paced {
+            for (index, time) in part.paced.sent.enumerated() { sendTimes[first + part.offsets[index]] = time }
         }
-        let offerStart = paced.map(\.1.started).min()!
-        let offerEnd = paced.map(\.1.finished).max()!
+        let offerStart = paced.map(\.paced.started).min()!
+        let offerEnd = paced.map(\.paced.finished).max()!
         let offerSeconds = seconds(offerEnd - offerStart)
 
         // The evaluator works in arrival order: the highest observation whose event has arrived
@@ -218,6 +205,33 @@ extension BenchPipelineCommand {
             statsLag: samples.compactMap(\.lagSeconds).max(), statsDepth: samples.compactMap(\.queueDepth).max(),
             statsSamples: samples.count, evaluatorProcessed: evaluatorProcessed, rssMaxKB: rssMax.withLock { $0 },
             cpu: cpu, first: first, messages: recordingNull ? messages : [], nullPlan: nullPlan)
+    }
+
+    /// Publishes `messages` (observations `first…`; observation n is subject n mod `subjects`)
+    /// at `rate` in all, on `publishers` connections at once, each paced at its share: a
+    /// subject's reports go on one connection, in order. Returns each connection's offsets into
+    /// `messages` and what ``publishPaced(_:rate:endpoint:qos:clientID:protocolVersion:)`` said.
+    static func publishPacedBySubject(
+        _ messages: [(topic: String, payload: [UInt8])], first: Int, subjects: Int, publishers: Int, rate: Double,
+        endpoint: (host: String, port: Int), qos: QoS, clientID: String
+    ) async throws -> [(offsets: [Int], paced: Paced)] {
+        var parts = Array(repeating: [Int](), count: max(1, publishers))
+        for offset in messages.indices { parts[((first + offset) % max(1, subjects)) % parts.count].append(offset) }
+        return try await withThrowingTaskGroup(of: (offsets: [Int], paced: Paced).self) { group in
+            for (part, offsets) in parts.enumerated() where !offsets.isEmpty {
+                let slice = offsets.map { messages[$0] }
+                let partRate = rate * Double(offsets.count) / Double(messages.count)
+                group.addTask {
+                    let paced = try await publishPaced(
+                        slice, rate: partRate, endpoint: endpoint, qos: qos, clientID: "\(clientID)-\(part)-\(getpid())"
+                    )
+                    return (offsets, paced)
+                }
+            }
+            var paced: [(offsets: [Int], paced: Paced)] = []
+            for try await part in group { paced.append(part) }
+            return paced
+        }
     }
 
     /// CPU time (seconds) of the evaluator, the broker and this process at one instant.

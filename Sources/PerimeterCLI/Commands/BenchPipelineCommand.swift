@@ -336,8 +336,8 @@ struct BenchPipelineCommand: ParsableCommand {
                 }
             }
         }
-        // The same levels offered to a null evaluator, against its own peak: the ceiling the
-        // machine sets on processing while publishers and the broker share its cores.
+        // The same levels offered to a null evaluator, against its own peak: what a client with
+        // no intake limit delivers under the same flood (a comparison, not a ceiling).
         var nullOverloads: [Double: NullOverloadFigures] = [:]
         if let null, !noNull {
             for index in overloads.indices {
