@@ -423,7 +423,10 @@ final class EvaluatorRuntime {
         try reconcileHomeAssistant()
         // Who serves the venues is settled before the main session subscribes anything.
         let lease = try LeaseKeeper(configuration: configuration, logger: logger, clock: clock)
-        try await lease.start(wait: configuration.leaseWait)
+        // The broker may come up after us: the first connect waits for it.
+        try await sayingWhileTheBrokerIsAway(endpoint: configuration.broker.mqttConfiguration().endpoint) {
+            try await lease.start(wait: configuration.leaseWait)
+        }
         // The lease keeper's session ends when serving ends, however it ends, before run returns.
         do {
             try await serve(lease: lease)
@@ -432,6 +435,21 @@ final class EvaluatorRuntime {
             throw error
         }
         await lease.stop()
+    }
+
+    /// Runs `connecting` (connects that wait for the broker as long as it takes, the clients
+    /// backing off) while a child task warns every 10 s of the service's clock that the broker
+    /// is not reachable yet; the child ends with the wait.
+    private func sayingWhileTheBrokerIsAway(endpoint: String, _ connecting: () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [logger, clock] in
+                while (try? await clock.sleep(for: .seconds(10))) != nil {
+                    logger.warning("broker not reachable yet; still trying", metadata: ["broker": .string(endpoint)])
+                }
+            }
+            defer { group.cancelAll() }
+            try await connecting()
+        }
     }
 
     /// Serves the venues once the lease keeper runs: settles who publishes, then journals,
@@ -541,16 +559,10 @@ final class EvaluatorRuntime {
         let output = try MQTTClient(outbound)
         let server = try startHTTP(client, output: output, journal: journal, intake: intake)
         defer { server?.stop() }
-        // The broker may come up after us: keep trying (the client backs off), and say so.
-        let patience = Task { [logger, clock, endpoint = mqtt.endpoint] in
-            while !Task.isCancelled {
-                try await clock.sleep(for: .seconds(10))
-                if client.state.isConnected { return }
-                logger.warning("broker not reachable yet; still trying", metadata: ["broker": .string(endpoint)])
-            }
+        // The broker may have gone since the lease keeper's connect: the same wait, said the same way.
+        try await sayingWhileTheBrokerIsAway(endpoint: mqtt.endpoint) {
+            try await client.connect(timeout: .seconds(366 * 86_400))
         }
-        defer { patience.cancel() }
-        try await client.connect(timeout: .seconds(366 * 86_400))
         for filter in subscriptions { try await client.subscribe(filter, qos: .atLeastOnce) }
         // Loss the evaluator can see: Mosquitto counts messages it dropped (queue limits). Other
         // brokers may refuse `$SYS`; that is said once and costs nothing else.

@@ -84,15 +84,20 @@ final class EvaluatorHarness: Sendable {
 
     /// Runs the evaluator in this process on `clock` (same configuration file as the process):
     /// for timing rules, which the test then drives by advancing the clock.
-    func startInProcess(clock: ManualClock) async throws {
+    /// - Parameter waitUntilRunning: false to return at once (the broker may be down).
+    func startInProcess(clock: ManualClock, waitUntilRunning: Bool = true) async throws {
         let configuration = try EvaluatorConfiguration.read(ConfigReader(filePath: configPath))
         let service = EvaluatorService(
             configuration: configuration, logger: logs.logger(label: "evaluator", level: .info), clock: clock)
         inProcess.withLock { $0 = (Task { try await service.run() }, service) }
+        guard waitUntilRunning else { return }
         try await waitUntil("the in-process evaluator running", timeout: .seconds(60)) {
             !self.logs.records(containing: "evaluator running").isEmpty
         }
     }
+
+    /// How many records the in-process evaluator logged with `text` in their message.
+    func logged(_ text: String) -> Int { logs.records(containing: text).count }
 
     /// Waits until the in-process evaluator has journalled and processed everything published
     /// before this call: a marker published after it comes back through the journal, then the

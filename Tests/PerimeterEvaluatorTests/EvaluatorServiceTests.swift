@@ -566,6 +566,30 @@ struct EvaluatorHealthTests {
         #expect(again.status == 200, "healthy again after the broker returned: \(again.body)")
         await harness.stop()
     }
+
+    @Test("started while its broker is down: a warning every 10 s of its clock, from a child that ends with the wait")
+    func brokerLate() async throws {
+        let harness = try await EvaluatorHarness(
+            regions: Venue.collection([Venue.circle("hall", lat: 48.86, lon: 2.336, radius: 30)]))
+        await harness.broker.stop()
+        let clock = ManualClock(Date())
+        try await harness.startInProcess(clock: clock, waitUntilRunning: false)
+        // Before it connects (the lease keeper's session comes first), the only sleeper on its
+        // clock is the warning's.
+        for warnings in 1...2 {
+            #expect(try await clock.waitForSleepers(1), "the warning's sleep, round \(warnings)")
+            #expect(harness.logged("broker not reachable yet") == warnings - 1)
+            clock.advance(by: 10)
+            try await waitUntil("warning \(warnings)") { harness.logged("broker not reachable yet") == warnings }
+        }
+        try await harness.broker.restart()
+        try await waitUntil("the evaluator running", timeout: .seconds(60)) {
+            harness.logged("evaluator running") == 1
+        }
+        // "evaluator running" is logged after both waits ended and their children were awaited.
+        #expect(harness.logged("broker not reachable yet") == 2)
+        await harness.stop()
+    }
 }
 
 @Suite("Evaluator with a partly invalid regions file", .serialized)
