@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs blocking network work on at most `size` threads of its own, kept for the next piece of
 /// work instead of one new thread each (``Blocking/run(_:)``): the notifier's webhook and mail
@@ -6,20 +7,42 @@ import Foundation
 /// first served. Idle threads sleep on a condition (no polling) and end at ``stop()``. Also the
 /// process's pool for ``Blocking/run(_:)``.
 ///
-/// - Important: `@unchecked Sendable`: every stored property but `size` is used only under
-///   `condition`.
-public final class BlockingPool: @unchecked Sendable {
+/// Sendable as checked by the compiler: everything that changes is in one `Mutex`, and an
+/// idle thread sleeps on a semaphore of its own, which whoever hands it work signals after
+/// leaving the lock (a semaphore counts, so a signal given before the wait is not lost).
+public final class BlockingPool: Sendable {
     public let size: Int
     private let name: String
-    private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    /// Index of the next job in `jobs` (taken jobs are dropped in bulk, not one by one).
-    private var next = 0
-    private var threads = 0
-    private var idle = 0
-    private var running = 0
-    private var stopped = false
-    private var finishWaiters: [CheckedContinuation<Void, Never>] = []
+    private let state = Mutex(State())
+
+    private struct State {
+        var jobs: [@Sendable () -> Void] = []
+        /// Index of the next job in `jobs` (taken jobs are dropped in bulk, not one by one).
+        var next = 0
+        /// Threads started and not yet ended: every one will look at the queue again (one
+        /// leaves the count, under the lock, only when it found the queue empty after a stop).
+        var threads = 0
+        /// The semaphores of the threads waiting for work, the latest last (woken first: its
+        /// stack and caches are warm).
+        var idle: [DispatchSemaphore] = []
+        var running = 0
+        var stopped = false
+        var finishWaiters: [CheckedContinuation<Void, Never>] = []
+
+        var isDrained: Bool { running == 0 && next == jobs.count }
+
+        /// The next queued job, if any.
+        mutating func take() -> (@Sendable () -> Void)? {
+            guard next < jobs.count else { return nil }
+            let job = jobs[next]
+            next += 1
+            if next == jobs.count || next >= 1024 {
+                jobs.removeFirst(next)
+                next = 0
+            }
+            return job
+        }
+    }
 
     /// - Parameters:
     ///   - size: the most threads running work at once (at least 1).
@@ -30,11 +53,7 @@ public final class BlockingPool: @unchecked Sendable {
     }
 
     /// Threads started and not yet ended.
-    public var threadCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return threads
-    }
+    public var threadCount: Int { state.withLock { $0.threads } }
 
     /// Runs `work` on one of the pool's threads and returns its result.
     public func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
@@ -48,74 +67,79 @@ public final class BlockingPool: @unchecked Sendable {
     /// to a task and back for each). After ``stop()`` it still runs on a thread of the pool,
     /// started for it if none is left, which ends once nothing is queued.
     public func execute(_ job: @escaping @Sendable () -> Void) {
-        condition.lock()
-        // `threads` counts every thread that will look at the queue again (one leaves the
-        // count, under the lock, only when it found the queue empty after a stop).
-        jobs.append(job)
-        let start = idle == 0 && threads < size
-        if start { threads += 1 } else { condition.signal() }
-        condition.unlock()
-        if start {
+        enum Then { case wake(DispatchSemaphore), start, nothing }
+        let then = state.withLock { state -> Then in
+            state.jobs.append(job)
+            if let sleeper = state.idle.popLast() { return .wake(sleeper) }
+            guard state.threads < size else { return .nothing }  // a running thread takes it next
+            state.threads += 1
+            return .start
+        }
+        switch then {
+        case .wake(let sleeper): sleeper.signal()
+        case .start:
             let thread = Thread { [self] in work() }
             thread.name = name
             thread.start()
+        case .nothing: break
         }
     }
 
     private func work() {
-        condition.lock()
+        let wakeUp = DispatchSemaphore(value: 0)
+        var finished = false
         while true {
-            while next == jobs.count && !stopped {
-                idle += 1
-                condition.wait()
-                idle -= 1
+            enum Next { case run(@Sendable () -> Void), sleep, end }
+            let (next, waiters) = state.withLock { state -> (Next, [CheckedContinuation<Void, Never>]) in
+                if finished {
+                    state.running -= 1
+                    finished = false
+                }
+                var waiters: [CheckedContinuation<Void, Never>] = []
+                if state.isDrained && !state.finishWaiters.isEmpty { swap(&waiters, &state.finishWaiters) }
+                if let job = state.take() {
+                    state.running += 1
+                    return (.run(job), waiters)
+                }
+                if state.stopped {
+                    state.threads -= 1
+                    return (.end, waiters)
+                }
+                state.idle.append(wakeUp)
+                return (.sleep, waiters)
             }
-            guard next < jobs.count else { break }  // stopped, nothing left
-            let job = jobs[next]
-            next += 1
-            if next == jobs.count || next >= 1024 {
-                jobs.removeFirst(next)
-                next = 0
-            }
-            running += 1
-            condition.unlock()
-            job()
-            condition.lock()
-            running -= 1
-            if running == 0 && next == jobs.count && !finishWaiters.isEmpty {
-                let waiters = finishWaiters
-                finishWaiters = []
-                condition.unlock()
-                waiters.forEach { $0.resume() }
-                condition.lock()
+            waiters.forEach { $0.resume() }
+            switch next {
+            case .run(let job):
+                job()
+                finished = true
+            case .sleep: wakeUp.wait()
+            case .end: return
             }
         }
-        threads -= 1
-        condition.broadcast()
-        condition.unlock()
     }
 
     /// Waits until every job queued so far has run (at a stop, so that what they report is
     /// recorded).
     public func finish() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            condition.lock()
-            if running == 0 && next == jobs.count {
-                condition.unlock()
-                continuation.resume()
-                return
+            let drained = state.withLock { state in
+                if state.isDrained { return true }
+                state.finishWaiters.append(continuation)
+                return false
             }
-            finishWaiters.append(continuation)
-            condition.unlock()
+            if drained { continuation.resume() }
         }
     }
 
     /// Lets the threads end once the work queued so far is done (work queued later starts a
     /// thread again, which ends the same way). Returns without waiting for them.
     public func stop() {
-        condition.lock()
-        stopped = true
-        condition.broadcast()
-        condition.unlock()
+        let sleepers = state.withLock { state in
+            state.stopped = true
+            defer { state.idle = [] }
+            return state.idle
+        }
+        sleepers.forEach { $0.signal() }
     }
 }
