@@ -1,7 +1,7 @@
 /// A command or subcommand of `perimeter`, in swift-argument-parser's shape: a struct whose
 /// `@Option`, `@Flag` and `@Argument` properties are filled from the command line, then
 /// `validate()`, then `run()`.
-public protocol ParsableCommand {
+public protocol ParsableCommand: SendableMetatype {
     static var configuration: CommandConfiguration { get }
     init()
     /// Checks the parsed values together; throw ``ValidationError`` for a usage mistake (exit 64).
@@ -17,11 +17,9 @@ extension ParsableCommand {
     }
 }
 
-/// What a command is called and says about itself.
-///
-/// - Important: `@unchecked Sendable` only because of the subcommand metatypes, which are
-///   immutable; everything else is a value.
-public struct CommandConfiguration: @unchecked Sendable {
+/// What a command is called and says about itself. Sendable as checked by the compiler: the
+/// subcommands' metatypes are (``ParsableCommand`` refines `SendableMetatype`).
+public struct CommandConfiguration: Sendable {
     public var commandName: String
     public var abstract: String
     public var discussion: String
