@@ -279,31 +279,29 @@ final class PostReceiver: Sendable {
         }
     }
 
+    /// Reads one request and answers 200. The head is scanned as bytes, as an HTTP server in
+    /// C would: parsing it as a Swift `String` (lowercased, split into lines) cost the
+    /// receiver in proportion to the head's size, about 28 µs more for the notifier's signed
+    /// requests than for the null webhook notifier's, all of it counted against the notifier
+    /// (`perf`, Dec 4).
     private func answer(_ client: Int32) {
         defer { close(client) }
         var request: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 16_384)
-        var headerEnd: Int?
-        var length = 0
+        var head: (end: Int, length: Int, key: String?)?
         while true {
             let count = recv(client, &buffer, buffer.count, 0)
             if count <= 0 { return }
+            let scanFrom = max(0, request.count - 3)
             request += buffer[0..<count]
-            if headerEnd == nil, let range = request.firstRange(of: [13, 10, 13, 10]) {
-                headerEnd = range.upperBound
-                let head = String(decoding: request[..<range.lowerBound], as: UTF8.self).lowercased()
-                for line in head.split(separator: "\r\n") where line.hasPrefix("content-length:") {
-                    length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0
-                }
+            if head == nil, let end = Self.headEnd(request, from: scanFrom) {
+                head = Self.fields(request[..<end])
             }
-            if let headerEnd, request.count >= headerEnd + length { break }
+            if let head, request.count >= head.end + head.length { break }
         }
-        let head = String(decoding: request[..<(headerEnd ?? 0)], as: UTF8.self)
-        let key = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("idempotency-key:") }.map {
-            $0.dropFirst(16).trimmingCharacters(in: .whitespaces)
-        }
-        let body = Array(request[(headerEnd ?? 0)...])
-        if let key {
+        guard let head else { return }
+        if let key = head.key {
+            let body = Array(request[head.end...])
             state.withLock {
                 if !$0.keys.insert(key).inserted { $0.duplicates += 1 }
                 $0.last = body
@@ -311,6 +309,53 @@ final class PostReceiver: Sendable {
         }
         let reply = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".utf8)
         _ = reply.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// The index just past the blank line that ends the head, if `bytes` has it.
+    static func headEnd(_ bytes: [UInt8], from start: Int) -> Int? {
+        var index = start
+        while index + 3 < bytes.count {
+            if bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+                return index + 4
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// Content-Length and Idempotency-Key from a request's head (names in any case).
+    static func fields(_ head: ArraySlice<UInt8>) -> (end: Int, length: Int, key: String?) {
+        var length = 0
+        var key: String?
+        var lineStart = head.startIndex
+        while lineStart < head.endIndex {
+            var lineEnd = lineStart
+            while lineEnd < head.endIndex && head[lineEnd] != 13 { lineEnd += 1 }
+            let line = head[lineStart..<lineEnd]
+            if let value = value(of: "content-length:", in: line) {
+                length = Int(String(decoding: value, as: UTF8.self)) ?? 0
+            } else if let value = value(of: "idempotency-key:", in: line) {
+                key = String(decoding: value, as: UTF8.self)
+            }
+            lineStart = lineEnd + 2
+        }
+        return (head.endIndex, length, key)
+    }
+
+    /// The value of a header line named `name` (lowercase, with its colon), spaces trimmed.
+    private static func value(of name: StaticString, in line: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
+        let count = name.utf8CodeUnitCount
+        guard line.count >= count else { return nil }
+        let matches = name.withUTF8Buffer { name in
+            zip(name, line.prefix(count)).allSatisfy { expected, byte in
+                expected == (byte >= 65 && byte <= 90 ? byte | 0x20 : byte)
+            }
+        }
+        guard matches else { return nil }
+        var value = line.dropFirst(count)
+        while value.first == 32 || value.first == 9 { value = value.dropFirst() }
+        while value.last == 32 || value.last == 9 { value = value.dropLast() }
+        return value
     }
 }
 
