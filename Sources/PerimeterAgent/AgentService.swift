@@ -46,7 +46,8 @@ public struct AgentService: Service {
     ) throws -> any AgentSource {
         switch configuration.source {
         case .gpsd:
-            return GPSDSource(host: configuration.gpsd.host, port: configuration.gpsd.port, logger: logger)
+            return GPSDSource(
+                host: configuration.gpsd.host, port: configuration.gpsd.port, logger: logger, clock: clock)
         case .replay:
             var source = try ReplaySource(
                 path: configuration.replay.file ?? "-", format: configuration.replay.format,

@@ -3,6 +3,7 @@ import PerimeterAgent
 import PerimeterCore
 import PerimeterKit
 import PerimeterTestSupport
+import Synchronization
 import Testing
 
 /// Debian's real gpsd, fed a real receiver's NMEA capture over TCP; the agent's gpsd source
@@ -128,5 +129,83 @@ struct GPSDSourceTests {
             #expect(
                 got == expected, "\(name): \(got.count) fixes of \(expected.count), or they differ from gpsd's .chk")
         }
+    }
+}
+
+@Suite("gpsd source against a hostile gpsd")
+struct GPSDHostileTests {
+    /// A stand-in for gpsd on loopback (a real gpsd cannot be made to misbehave): it answers
+    /// connection n with `replies[n]` and keeps the connection open.
+    final class FakeGPSD: Sendable {
+        let port: Int
+        private let listener: Int32
+        final class Count: Sendable { let value = Atomic<Int>(0) }
+        private let connections = Count()
+        /// Connections accepted so far.
+        var accepted: Int { connections.value.load(ordering: .acquiring) }
+
+        init(replies: [[UInt8]]) throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let ok = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+                }
+            }
+            guard ok else { throw ChildFailure(message: "fake gpsd: cannot listen") }
+            port = Int(UInt16(bigEndian: address.sin_port))
+            listener = fd
+            let connections = self.connections
+            let thread = Thread {
+                for reply in replies {
+                    let client = accept(fd, nil, nil)
+                    guard client >= 0 else { return }
+                    connections.value.add(1, ordering: .releasing)
+                    Thread {
+                        _ = reply.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                        var byte: UInt8 = 0
+                        while recv(client, &byte, 1, 0) > 0 {}  // until the source hangs up
+                        close(client)
+                    }.start()
+                }
+            }
+            thread.start()
+        }
+
+        func stop() {
+            shutdown(listener, Int32(SHUT_RDWR))
+            close(listener)
+        }
+    }
+
+    @Test(
+        "a line with no end past 64 KiB drops the connection with an error naming it; the source reconnects after 3 s of its clock"
+    )
+    func endlessLine() async throws {
+        let fix =
+            #"{"class":"TPV","device":"/dev/ttyUSB0","mode":3,"time":"2026-12-04T05:00:00.000Z","lat":45.81,"lon":15.98,"alt":120.0,"epx":3.1,"epy":3.4}"#
+        let gpsd = try FakeGPSD(replies: [
+            Array(repeating: UInt8(ascii: "x"), count: 200_000), Array((fix + "\r\n").utf8),
+        ])
+        defer { gpsd.stop() }
+        let clock = ManualClock(Date())
+        let log = InMemoryLogHandler()
+        let collected = Collected()
+        let source = GPSDSource(host: "127.0.0.1", port: gpsd.port, logger: log.logger(), clock: clock)
+        let task = Task { try await source.run { collected.add($0) } }
+        defer { task.cancel() }
+        try await waitUntil("the endless line refused") { !log.records(containing: "gpsd unavailable").isEmpty }
+        let said = log.records(containing: "gpsd unavailable").map { "\($0.metadata)" }.joined()
+        #expect(said.contains("without a line end (a line is at most 65536)"), "\(said)")
+        #expect(gpsd.accepted == 1)
+        // The wait before connecting again is on the source's clock.
+        #expect(try await clock.waitForSleepers(1))
+        clock.advance(by: 3)
+        try await waitUntil("the fix from the second connection") { collected.readings.count == 1 }
+        #expect(gpsd.accepted == 2)
+        #expect(collected.readings.first?.position.lat == 45.81)
     }
 }

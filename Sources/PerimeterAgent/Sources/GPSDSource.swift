@@ -5,7 +5,8 @@ import PerimeterKit
 /// Reads fixes from gpsd's JSON socket: sends `?WATCH={"enable":true,"json":true}` and maps
 /// each TPV report with a 2D/3D fix and a time to a GPS reading (``GPSDReport``). Reports
 /// without a fix (mode < 2) or without a time are counted, not published. When gpsd goes away
-/// the source reconnects every few seconds.
+/// (or sends a line longer than ``maxLineBytes``) the source reconnects after
+/// ``reconnectDelay`` on its clock.
 public struct GPSDSource: AgentSource {
     public let host: String
     public let port: Int
@@ -13,12 +14,20 @@ public struct GPSDSource: AgentSource {
     /// Stop when gpsd closes the connection instead of reconnecting (tests, one-shot runs).
     public var stopAtEnd = false
     public var name: String { "gpsd" }
+    public let clock: any TimeSource
+    /// The wait before connecting again.
+    public static let reconnectDelay: Duration = .seconds(3)
+    /// The longest line read from gpsd (its reports are a few kilobytes).
+    public static let maxLineBytes = 65_536
 
-    public init(host: String, port: Int, logger: Logger, stopAtEnd: Bool = false) {
+    public init(
+        host: String, port: Int, logger: Logger, stopAtEnd: Bool = false, clock: any TimeSource = SystemTimeSource()
+    ) {
         self.host = host
         self.port = port
         self.logger = logger
         self.stopAtEnd = stopAtEnd
+        self.clock = clock
     }
 
     public func run(emit: @Sendable ([AgentMessage]) async throws -> Void) async throws {
@@ -26,7 +35,7 @@ public struct GPSDSource: AgentSource {
         var otherClasses: Set<String> = []
         while !Task.isCancelled {
             do {
-                let connection = try SocketLines(host: host, port: port)
+                let connection = try SocketLines(host: host, port: port, maxLineBytes: Self.maxLineBytes)
                 try connection.write(GPSDReport.watchCommand)
                 logger.info("gpsd connected", metadata: ["gpsd": .string("\(host):\(port)")])
                 for try await line in connection.lines() {
@@ -58,10 +67,13 @@ public struct GPSDSource: AgentSource {
                 connection.close()
                 logger.info("gpsd closed the connection", metadata: ["reports.noFix": "\(noFix)"])
             } catch let error as AgentSourceError {
-                logger.warning("gpsd unavailable", metadata: ["error": "\(error)"])
+                // Not reachable, or dropped for what it sent (the error says which).
+                logger.warning(
+                    "gpsd unavailable; connecting again",
+                    metadata: ["error": "\(error)", "in": "\(Self.reconnectDelay)"])
             }
             if stopAtEnd { return }
-            try await Task.sleep(for: .seconds(3))
+            try await clock.sleep(for: Self.reconnectDelay)
         }
     }
 }
