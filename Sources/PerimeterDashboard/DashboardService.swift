@@ -37,6 +37,8 @@ public struct DashboardService: Service {
     let clock: any TimeSource
     /// Seconds between keep-alive comments on idle streams (which also find pages gone away).
     let heartbeat: Double
+    /// How long a change waits for others before the state goes out.
+    static let flushDelay: Duration = .milliseconds(100)
     /// Called once the server listens (e.g. for `perimeter up` to print a sign-in link).
     let onListening: (@Sendable (DashboardAddress) -> Void)?
 
@@ -170,17 +172,19 @@ public struct DashboardService: Service {
         broadcaster.publish(
             state: Self.withFloors(model.view(brokerConnected: true), floorPlans, model.projection).serialized())
 
-        // States are sent at most every 100 ms; feed lines at once.
+        // States are sent at most every 100 ms: the first change after a quiet spell arms one
+        // flush (`nil`) 100 ms later, which sends what changed meanwhile. Feed lines go at once.
+        // An idle dashboard wakes only for its keep-alives (it had a 100 ms ticker).
         let (wakes, wake) = AsyncStream.makeStream(of: MQTTMessage?.self, bufferingPolicy: .unbounded)
-        await withTaskGroup(of: Void.self) { group in
+        // Discarding: the flushes' tasks end by the thousand and must not be kept.
+        await withDiscardingTaskGroup { group in
             group.addTask {
                 for await message in client.messages { wake.yield(message) }
                 wake.finish()
             }
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(100))
-                    wake.yield(nil)
+            if let floorPlans {
+                group.addTask {
+                    for await _ in floorPlans.uploaded { wake.yield(nil) }
                 }
             }
             group.addTask { [clock, heartbeat] in
@@ -193,9 +197,11 @@ public struct DashboardService: Service {
             var dirty = false
             var mapDirty = false
             var plansSeen = 0
+            var flushArmed = false
             for await message in wakes {
                 if Task.isCancelled { break }
                 guard let message else {
+                    flushArmed = false
                     // A burst of retained regions at subscribe time redraws the map once.
                     if let floorPlans, floorPlans.version != plansSeen {
                         plansSeen = floorPlans.version
@@ -222,6 +228,13 @@ public struct DashboardService: Service {
                     case .map: mapDirty = true
                     case .feed(let line): broadcaster.publish(feed: line)
                     case .feedReset: broadcaster.reset(feed: model.feedLines)
+                    }
+                }
+                if (dirty || mapDirty) && !flushArmed {
+                    flushArmed = true
+                    group.addTask {
+                        try? await Task.sleep(for: Self.flushDelay)
+                        wake.yield(nil)
                     }
                 }
             }

@@ -38,11 +38,15 @@ final class FloorPlans: Sendable {
     private let plans = Mutex<[Int: Plan]>([:])
     /// Bumped by every upload: the service redraws the state when it changes.
     private let changes = Atomic<Int>(0)
+    /// Rings at every upload (the service's one reader; rings while it is busy are one).
+    let uploaded: AsyncStream<Void>
+    private let upload: AsyncStream<Void>.Continuation
 
     /// Reads the plans already in `directory` (creating it when missing); a plan whose files
     /// do not read back is skipped.
     init(directory: String) throws {
         self.directory = directory
+        (uploaded, upload) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var found: [Int: Plan] = [:]
         for floor in Self.floors {
@@ -147,6 +151,7 @@ final class FloorPlans: Sendable {
         }
         plans.withLock { $0[floor] = plan }
         changes.add(1, ordering: .relaxed)
+        upload.yield()
         return plan
     }
 
