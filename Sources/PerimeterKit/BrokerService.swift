@@ -14,13 +14,26 @@ public struct BrokerService: Service {
         logger.info(
             "embedded mosquitto running",
             metadata: ["broker.port": "\(broker.port)", "broker.dir": .string(broker.directory.path)])
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(200))
-            if broker.pid == nil {
-                throw ServiceGroupError(
-                    service: name, message: "mosquitto exited unexpectedly; its log: \(broker.logPath)")
+        // Woken by the broker's end (a pidfd, no polling) or by the group's stop, whichever
+        // comes first; it looked every 200 ms.
+        let stopped = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [broker] in
+                await broker.exited()
+                return false
             }
+            group.addTask {
+                // Until cancelled: one sleep, no wake-ups.
+                while (try? await Task.sleep(for: .seconds(86_400))) != nil {}
+                return true
+            }
+            let stopped = await group.next() ?? true
+            // Ends the other child: a stop ends the process (and so its wait), an exit ends the
+            // sleep.
+            if stopped { await broker.stop() } else { group.cancelAll() }
+            return stopped
         }
-        await broker.stop()
+        if !stopped {
+            throw ServiceGroupError(service: name, message: "mosquitto exited unexpectedly; its log: \(broker.logPath)")
+        }
     }
 }

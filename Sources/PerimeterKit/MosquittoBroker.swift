@@ -180,6 +180,13 @@ public final class MosquittoBroker: Sendable {
         process.withLock { $0 = nil }
     }
 
+    /// Returns when the broker process ends (at once if none runs); woken by the kernel.
+    /// Cancellation does not end the wait: ``stop()`` does.
+    public func exited() async {
+        guard let child = process.withLock({ $0 }) else { return }
+        await child.wait()
+    }
+
     /// Kills the broker with SIGKILL: no goodbye to clients, no persistence save.
     public func kill() {
         guard let child = process.withLock({ $0 }) else { return }

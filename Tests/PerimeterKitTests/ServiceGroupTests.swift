@@ -148,4 +148,26 @@ struct SubprocessTests {
         #expect(broker.pid == nil)
         #expect(broker.log.contains("mosquitto version"))
     }
+
+    @Test("the embedded broker's service: a broker that dies fails it, naming its log; a stop stops the broker")
+    func brokerService() async throws {
+        let logs = InMemoryLogHandler()
+        let dying = try await TestBroker.start()
+        let pid = try #require(dying.pid)
+        let watched = Task { try await BrokerService(broker: dying, logger: logs.logger()).run() }
+        try await waitUntil("the service running") { !logs.records(containing: "embedded mosquitto running").isEmpty }
+        kill(pid, SIGKILL)
+        let failure = await #expect(throws: ServiceGroupError.self) { try await watched.value }
+        #expect("\(failure.map { "\($0)" } ?? "")".contains("mosquitto exited unexpectedly; its log: \(dying.logPath)"))
+
+        let kept = try await TestBroker.start()
+        let service = Task { try await BrokerService(broker: kept, logger: logs.logger()).run() }
+        try await waitUntil("the second service running") {
+            logs.records(containing: "embedded mosquitto running").count == 2
+        }
+        service.cancel()
+        try await service.value
+        #expect(kept.pid == nil, "stopped with the service")
+        #expect(!MosquittoBroker.accepts(port: kept.port))
+    }
 }
