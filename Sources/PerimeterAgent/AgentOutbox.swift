@@ -84,4 +84,7 @@ final class AgentOutbox {
     }
 
     var count: Int { (try? database.scalar("SELECT count(*) FROM outbox")?.int) ?? 0 }
+
+    /// Whether nothing waits (one indexed look, where ``count`` reads the whole table).
+    var isEmpty: Bool { (try? database.scalar("SELECT EXISTS (SELECT 1 FROM outbox)")?.int) != 1 }
 }

@@ -197,6 +197,7 @@ actor AgentPublisher {
         }
         guard let highest = (acknowledged.sent + acknowledged.refused.map(\.number)).max() else { return }
         try outbox.remove(through: highest)
+        removed.yield()
         sent += acknowledged.sent.count + acknowledged.refused.count
     }
 
@@ -226,14 +227,28 @@ actor AgentPublisher {
         return JSONValue.object(object).serialized()
     }
 
-    /// Waits until the outbox is empty (or `timeout` passes); true when it is.
+    /// Waits until the outbox is empty (or `timeout` passes on the agent's clock); true when
+    /// it is. Woken by the acknowledgements that empty rows out (it looked every 20 ms).
     func drain(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while outbox.count > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+        if outbox.isEmpty { return true }
+        let removals = removals
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [clock] in try? await clock.sleep(for: timeout) }
+            group.addTask {
+                for await _ in removals {
+                    if await self.isEmpty { break }
+                }
+            }
+            await group.next()
+            group.cancelAll()
         }
-        return outbox.count == 0
+        return outbox.isEmpty
     }
+
+    private var isEmpty: Bool { outbox.isEmpty }
+
+    /// Rings when acknowledged rows leave the outbox (for ``drain(timeout:)``, its one reader).
+    private let (removals, removed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
 
     /// Says offline (retained) and disconnects cleanly.
     func shutdown() async {
