@@ -142,7 +142,7 @@ final class Deliverer: @unchecked Sendable {
                             }
                             for kind in room.kinds {
                                 for row in try store.due(
-                                    now: clock.now, channels: .only(kind.channels), limit: kind.room)
+                                    now: clock.now, channels: kind.channels, limit: kind.room)
                                 {
                                     // Configured: the query names only configured channels.
                                     if let channel = configuration.channels[row.channel] {
@@ -177,7 +177,7 @@ final class Deliverer: @unchecked Sendable {
                     // Full: only a finished delivery (which rings) makes room.
                     room.mqtt = configuration.delivery.mqttInFlight - inFlight.mqtt
                     room.other = configuration.delivery.concurrency - inFlight.other
-                    if let next = try room.kinds.compactMap({ try store.nextDue(channels: .only($0.channels)) }).min() {
+                    if let next = try room.kinds.compactMap({ try store.nextDue(channels: $0.channels) }).min() {
                         timeout = .seconds(min(Self.longestWait, max(0, next.timeIntervalSince(clock.now))))
                     }
                 } catch {

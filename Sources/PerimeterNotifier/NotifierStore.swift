@@ -103,6 +103,10 @@ public final class NotifierStore {
         // No query reads `outbox_due` since `outbox_ready` came; keeping it up to date cost
         // every notification an entry written when queued and one deleted when delivered.
         Migration(4, "outbox_due dropped (outbox_ready serves its queries)", sql: "DROP INDEX outbox_due;"),
+        // Every query of due rows names its channels (`outbox_ready_channel`); keeping
+        // `outbox_ready` up to date cost every notification an entry written when queued and
+        // one deleted when its attempt began.
+        Migration(5, "outbox_ready dropped (every due query names its channels)", sql: "DROP INDEX outbox_ready;"),
     ]
 
     public init(path: String, readOnly: Bool = false) throws {
@@ -241,40 +245,29 @@ public final class NotifierStore {
 
     /// Which channels a query of due rows looks at: all of them (also any no longer
     /// configured), or only those named.
-    public enum Channels: Sendable {
-        case all
-        case only([String])
-    }
-
     /// Pending rows due by `now` and not in flight, earliest due first (then oldest), at most
-    /// `limit`, of the `channels` asked for.
+    /// `limit`, of `channels`.
     ///
-    /// Read through the `outbox_ready` index in its order (or `outbox_ready_channel`, one
-    /// channel at a time), so SQLite reads only the rows it returns: ordered by number it
-    /// sorted every due row, records included, on each call (40% of the notifier's time in
-    /// reads with a burst queued, `bench notifier`); reading the rows in flight to leave them
-    /// out cost a read of each per turn, a thousand with MQTT publishes pipelined; and one
-    /// query for several channels read past every due row of the others.
-    public func due(now: Date, channels: Channels = .all, limit: Int) throws -> [OutboxRow] {
+    /// Read through the `outbox_ready_channel` index in its order, one channel at a time, so
+    /// SQLite reads only the rows it returns: ordered by number it sorted every due row,
+    /// records included, on each call (40% of the notifier's time in reads with a burst
+    /// queued, `bench notifier`); reading the rows in flight to leave them out cost a read of
+    /// each per turn, a thousand with MQTT publishes pipelined; and one query for several
+    /// channels read past every due row of the others.
+    public func due(now: Date, channels: [String], limit: Int) throws -> [OutboxRow] {
         guard limit > 0 else { return [] }
-        let names: [String?]
-        switch channels {
-        case .all: names = [nil]
-        case .only(let list): names = list
-        }
         var rows: [OutboxRow] = []
-        for name in names {
+        for name in channels {
             try database.forEach(
                 """
-                SELECT \(Self.columns) FROM outbox INDEXED BY \(name == nil ? "outbox_ready" : "outbox_ready_channel")
-                WHERE state = 'pending' AND in_flight = 0 AND next_attempt <= ?\(name == nil ? "" : " AND channel = ?")
+                SELECT \(Self.columns) FROM outbox INDEXED BY outbox_ready_channel
+                WHERE state = 'pending' AND in_flight = 0 AND next_attempt <= ? AND channel = ?
                 ORDER BY next_attempt, number LIMIT ?
                 """,
-                parameters: name.map { [now.timeIntervalSince1970, $0, limit] as [any SQLBindable] }
-                    ?? [now.timeIntervalSince1970, limit]
+                parameters: [now.timeIntervalSince1970, name, limit]
             ) { rows.append(Self.outboxRow($0)) }
         }
-        if names.count > 1 {
+        if channels.count > 1 {
             rows.sort { ($0.nextAttempt, $0.number) < ($1.nextAttempt, $1.number) }
         }
         return Array(rows.prefix(limit))
@@ -296,7 +289,7 @@ public final class NotifierStore {
 
     /// When the next pending row not in flight is due (rows in flight are due already:
     /// counting them would make a waiter with deliveries under way never sleep).
-    public func nextDue(channels: Channels = .all) throws -> Date? {
+    public func nextDue(channels: [String]) throws -> Date? {
         try due(now: .distantFuture, channels: channels, limit: 1).first?.nextAttempt
     }
 
