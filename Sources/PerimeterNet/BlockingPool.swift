@@ -4,7 +4,7 @@ import Synchronization
 /// Runs blocking network work on at most `size` threads of its own, kept for the next piece of
 /// work instead of one new thread each (``Blocking/run(_:)``): the notifier's webhook and mail
 /// deliveries, `notifier.concurrency` at a time. Work beyond `size` waits its turn, first come
-/// first served. Idle threads sleep on a condition (no polling) and end at ``stop()``. Also the
+/// first served. Idle threads sleep (no polling) and end at ``stop()``. Also the
 /// process's pool for ``Blocking/run(_:)``.
 ///
 /// Sendable as checked by the compiler: everything that changes is in one `Mutex`, and an
