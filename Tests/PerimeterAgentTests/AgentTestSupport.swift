@@ -51,19 +51,8 @@ final class NMEAFeeder: Sendable {
     private let client = Accepted()
 
     init(lines: [String], pace: Duration = .milliseconds(3)) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 1) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard ok else { throw ChildFailure(message: "feeder: cannot listen: \(String(cString: strerror(errno)))") }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        let (fd, port) = try listenOnLoopback("feeder")
+        self.port = port
         listener = fd
         let listener = fd
         let go = self.go
@@ -95,6 +84,23 @@ final class NMEAFeeder: Sendable {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
+}
+
+/// A TCP socket listening on a free loopback port, for the stand-ins of peers.
+/// - Throws: `ChildFailure` naming `who` and the system's reason.
+func listenOnLoopback(_ who: String) throws -> (fd: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard ok else { throw ChildFailure(message: "\(who): cannot listen: \(String(cString: strerror(errno)))") }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
 func temporaryDirectory() throws -> URL {

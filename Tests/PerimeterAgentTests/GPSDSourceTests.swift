@@ -145,18 +145,8 @@ struct GPSDHostileTests {
         var accepted: Int { connections.value.load(ordering: .acquiring) }
 
         init(replies: [[UInt8]]) throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let ok = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            guard ok else { throw ChildFailure(message: "fake gpsd: cannot listen") }
-            port = Int(UInt16(bigEndian: address.sin_port))
+            let (fd, port) = try listenOnLoopback("fake gpsd")
+            self.port = port
             listener = fd
             let connections = self.connections
             let thread = Thread {
