@@ -681,6 +681,17 @@ extension EvaluatorRuntime {
         }
     }
 
+    /// How often, in seconds of the service's clock, the holder of partition 0 of a venue
+    /// subscribes to the venue's parts again, so that the broker sends every retained part
+    /// anew (MQTT 3.1.1 §3.8.4; MQTT 5 with retain handling 0). A part's last value that never
+    /// reached this evaluator would otherwise keep its total off until that part changes again:
+    /// seen through NATS's MQTT under load, where the totals holder summed 23 while the
+    /// retained parts said 24 (docs/scale.md, "Occupancy"). What it already has, the board
+    /// ignores (same token, no later position); what it missed changes the board, and the total
+    /// follows. A child task of its own: the subscription's acknowledgement (or, offline, the
+    /// next connection) is waited for there, not in the processor.
+    static let partsRereadInterval: Double = 15
+
     /// While this evaluator holds partition 0 of a venue: the total of each region whose sum of
     /// parts changed, on `occupancy/{region}` (retained; the gate adds partition 0's token).
     /// - Parameter reconcile: look at every venue's parts whether or not a part came in since

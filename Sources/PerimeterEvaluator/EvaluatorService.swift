@@ -649,6 +649,22 @@ final class EvaluatorRuntime {
                     }
                 }
             }
+            for venue in partitioned {
+                group.addTask {
+                    [clock, logger, keeper = venue.keeper, filter = venue.topics.allOccupancyParts, id = venue.venue] in
+                    while true {
+                        try await clock.sleep(seconds: EvaluatorRuntime.partsRereadInterval)
+                        guard keeper.held[0] != nil, client.state.isConnected else { continue }
+                        do {
+                            _ = try await client.subscribe(filter, qos: .atLeastOnce)
+                        } catch {
+                            logger.warning(
+                                "could not ask for the occupancy parts again",
+                                metadata: ["venue": .string(id), "error": "\(error)"])
+                        }
+                    }
+                }
+            }
             signalWork()
             for await reason in wakes.stream {
                 if Task.isCancelled { break }

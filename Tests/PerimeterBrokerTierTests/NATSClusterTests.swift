@@ -39,6 +39,44 @@ struct NATSClusterTests {
         return inbox
     }
 
+    /// What the holder of partition 0 relies on to mend a part's missed last value
+    /// (`EvaluatorRuntime.partsRereadInterval`): subscribing again to a filter it already has
+    /// makes the broker send the retained messages anew (MQTT 3.1.1 §3.8.4).
+    @Test("subscribing again to the same filter sends its retained messages again, on NATS and on mosquitto")
+    func resubscribeResendsRetained() async throws {
+        try await Cleanup.around { cleanup in
+            let cluster = try await NATSCluster.start()
+            cleanup.add { await cluster.stop() }
+            let mosquitto = try await TestBroker.start()
+            cleanup.add { await mosquitto.stop() }
+            for (broker, port) in [("NATS", cluster.nodes[1].mqttPort), ("mosquitto", mosquitto.port)] {
+                let topic = "\(Tier.root)/occupancy/hall/p/3"
+                let publisher = try MQTTClient(Self.client("parts", port: port))
+                cleanup.add { await publisher.disconnect() }
+                try await publisher.connect(timeout: .seconds(20))
+                _ = try await publisher.publish(topic, #"{"partition":3,"count":4}"#, qos: .atLeastOnce, retain: true)
+                let reader = try MQTTClient(Self.client("reader", port: port))
+                let inbox = Inbox(reader)
+                cleanup.add {
+                    inbox.stop()
+                    await reader.disconnect()
+                }
+                try await reader.connect(timeout: .seconds(20))
+                let filter = "\(Tier.root)/occupancy/+/p/+"
+                try await reader.subscribe(filter, qos: .atLeastOnce)
+                try await inbox.waitFor("the retained part (\(broker))", timeout: .seconds(30)) {
+                    $0.filter { $0.topic == topic }.count == 1
+                }
+                try await reader.subscribe(filter, qos: .atLeastOnce)
+                try await inbox.waitFor("the retained part again (\(broker))", timeout: .seconds(30)) {
+                    $0.filter { $0.topic == topic }.count == 2
+                }
+                let retained = inbox.messages.filter { $0.topic == topic }.map(\.retain)
+                #expect(retained == [true, true], "\(broker): sent as retained")
+            }
+        }
+    }
+
     @Test("kill -9 the node the evaluator is connected to: it reconnects to another and loses nothing at QoS 1")
     func nodeLoss() async throws {
         try await Cleanup.around { cleanup in try await nodeLoss(cleanup) }
