@@ -102,6 +102,7 @@ public final class ChildProcess: Sendable {
                 kill(SIGKILL)
                 return (subprocess.poll() ?? .signalled(SIGKILL), output)
             }
+            // Sleep, not a clock: polls a child process's end and output; it ends on the end.
             try? await Task.sleep(for: .milliseconds(10))
         }
     }

@@ -54,6 +54,7 @@ public func nextMessages(
             return collected
         }
         group.addTask {
+            // Sleep, not a clock: a test's deadline for a real broker's messages; it only ends a wait.
             try await Task.sleep(for: timeout)
             throw TimeoutError(what: "\(count) messages", timeout: timeout)
         }
@@ -82,6 +83,7 @@ public func withTimeout<T: Sendable>(
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await operation() }
         group.addTask {
+            // Sleep, not a clock: a test's deadline for a real broker's messages; it only ends a wait.
             try await Task.sleep(for: timeout)
             throw TimeoutError(what: what, timeout: timeout)
         }

@@ -65,6 +65,7 @@ final class NMEAFeeder: Sendable {
             for line in lines {
                 let bytes = Array((line + "\r\n").utf8)
                 _ = bytes.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                // Sleep, not a clock: the pace of a receiver on a serial line, which gpsd (another process) reads in real time.
                 Thread.sleep(forTimeInterval: Double(pace.components.attoseconds) / 1e18)
             }
             // Keep the connection until gpsd closes it or the test stops the feeder (a receiver

@@ -138,6 +138,7 @@ enum PartitionedTier {
     ) async throws {
         for (index, fix) in fixes.enumerated() {
             try await publisher.publish("\(Tier.root)/obs/\(fix.subject)/gps", fix.payload, qos: .atLeastOnce)
+            // Sleep, not a clock: the pace of live traffic offered to other processes (evaluators, NATS); assertions wait on what arrives.
             if let every { try await Task.sleep(for: every) }
             if index + 1 == fixes.count || fixes[index + 1].round != fix.round { try await after(fix.round) }
         }

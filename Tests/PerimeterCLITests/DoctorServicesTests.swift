@@ -189,6 +189,7 @@ struct DoctorServicesTests {
         for _ in 0..<50 {
             (status, lines) = try await run(gpsdPort: port)
             if lines.contains(where: { $0.contains("gpsd 127.0.0.1:\(port): gpsd") }) { break }
+            // Sleep, not a clock: a retry until Debian's gpsd (another process) listens; the loop ends on what doctor says.
             try await Task.sleep(for: .milliseconds(200))
         }
         #expect(status == .exited(0), "\(lines)")

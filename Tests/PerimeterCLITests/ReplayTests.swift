@@ -282,6 +282,7 @@ struct UpTests {
                 end=$(($(date +%s) + 150))
                 while [ "$(date +%s)" -lt "$end" ]; do
                     mosquitto_sub -h 127.0.0.1 -p \(port) -t 'perimeter/v1/museum/#' -v -q 1 -W 150 2>/dev/null
+                    # Sleep, not a clock: a pause before subscribing again to a broker that is another process.
                     sleep 0.05
                 done
                 """,
@@ -300,6 +301,7 @@ struct UpTests {
         let drain = Task {
             while !Task.isCancelled {
                 _ = child.output
+                // Sleep, not a clock: a pipe read from another process; no assertion rests on its timing.
                 try? await Task.sleep(for: .milliseconds(100))
             }
         }

@@ -151,6 +151,7 @@ final class DevToolsBrowser: Sendable {
                     _ = await self.child.wait(); return true
                 }
                 group.addTask {
+                    // Sleep, not a clock: the grace given to a browser process to exit before it is killed.
                     try? await Task.sleep(for: .seconds(10)); return false
                 }
                 let first = await group.next() ?? false

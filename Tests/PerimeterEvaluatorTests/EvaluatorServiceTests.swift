@@ -678,6 +678,7 @@ struct DoctorTests {
         let publisher = Task {
             var n = 0
             while !Task.isCancelled {
+                // Sleep, not a clock: keeps traffic going for doctor (another process) until it is done; no assertion rests on its timing.
                 try? await Task.sleep(for: .milliseconds(200))
                 n += 1
                 try? await harness.publish(

@@ -72,6 +72,7 @@ struct HTTPStreamTests {
         let deadline = Date().addingTimeInterval(30)
         while !condition() {
             guard Date() < deadline else { throw ChildFailure(message: "timed out waiting for \(what)") }
+            // Sleep, not a clock: polls a condition set by libmicrohttpd's threads, for a synchronous caller; it ends on the condition.
             Thread.sleep(forTimeInterval: 0.01)
         }
     }

@@ -248,6 +248,7 @@ struct CrashTests {
             let writer = try ChildProcess(
                 Products.executable("perimeter-testpeer"), ["store-crash", "--path", path, "--rows", "300"])
             try await writer.waitForLine(containing: "committed", timeout: .seconds(60))
+            // Sleep, not a clock: a random moment, in real time, inside another process's writes, at which it is killed.
             try await Task.sleep(for: .milliseconds(Int.random(in: 5...120)))
             writer.kill(SIGKILL)
             let state = try checkInvariant(path)

@@ -85,6 +85,7 @@ def serve(conn):
                 conn.sendall(block)
         elif mode == "stall":
             conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            # Sleep, not a clock: a receiver that never answers, held past the notifier's timeout.
             time.sleep(120)
         elif mode == "garbage":
             conn.sendall(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")

@@ -55,6 +55,7 @@ controller.start()
 print("listening %d" % port, flush=True)
 try:
     while True:
+        # Sleep, not a clock: keeps this peer process alive until the test kills it.
         time.sleep(3600)
 finally:
     controller.stop()

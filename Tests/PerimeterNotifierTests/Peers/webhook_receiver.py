@@ -64,6 +64,7 @@ class Handler(BaseHTTPRequestHandler):
         step = plan[min(n, len(plan) - 1)]
         status, extra = 200, {}
         if step.startswith("slow:"):
+            # Sleep, not a clock: a slow receiver, as the test scripts it; the notifier's timeouts meet it in real time.
             time.sleep(float(step[5:]))
         elif step.startswith("429"):
             status = 429
