@@ -197,7 +197,7 @@ actor AgentPublisher {
         }
         guard let highest = (acknowledged.sent + acknowledged.refused.map(\.number)).max() else { return }
         try outbox.remove(through: highest)
-        removed.yield()
+        removalWatch?.yield()
         sent += acknowledged.sent.count + acknowledged.refused.count
     }
 
@@ -228,10 +228,13 @@ actor AgentPublisher {
     }
 
     /// Waits until the outbox is empty (or `timeout` passes on the agent's clock); true when
-    /// it is. Woken by the acknowledgements that empty rows out (it looked every 20 ms).
+    /// it is. Woken by the acknowledgements that empty rows out (it looked every 20 ms). Each
+    /// call listens on a stream of its own (a cancelled iteration ends an `AsyncStream`).
     func drain(timeout: Duration) async -> Bool {
         if outbox.isEmpty { return true }
-        let removals = removals
+        let (removals, removed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        removalWatch = removed
+        defer { removalWatch = nil }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [clock] in try? await clock.sleep(for: timeout) }
             group.addTask {
@@ -247,8 +250,8 @@ actor AgentPublisher {
 
     private var isEmpty: Bool { outbox.isEmpty }
 
-    /// Rings when acknowledged rows leave the outbox (for ``drain(timeout:)``, its one reader).
-    private let (removals, removed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    /// Rung when acknowledged rows leave the outbox, while ``drain(timeout:)`` waits.
+    private var removalWatch: AsyncStream<Void>.Continuation?
 
     /// Says offline (retained) and disconnects cleanly.
     func shutdown() async {
