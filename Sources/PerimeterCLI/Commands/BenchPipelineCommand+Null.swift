@@ -164,8 +164,8 @@ extension BenchPipelineCommand {
         var factor: Double
         var offered: Double
         /// Observations/s whose transitions arrived at a subscriber while the load was offered.
-        var processed: Double
-        /// `processed` against the null evaluator's own peak.
+        var delivered: Double
+        /// `delivered` against the null evaluator's own peak.
         var ofPeak: Double
     }
 
@@ -203,7 +203,7 @@ extension BenchPipelineCommand {
         // A plan without transitions in its peak (never with the bench's workloads) says nothing.
         let processed = eventsPerObservation > 0 ? Double(inOffer) / eventsPerObservation / offerSeconds : .nan
         return NullOverloadFigures(
-            factor: factor, offered: Double(messages.count) / offerSeconds, processed: processed,
+            factor: factor, offered: Double(messages.count) / offerSeconds, delivered: processed,
             ofPeak: processed / peakRate)
     }
 }

@@ -352,7 +352,7 @@ struct BenchPipelineCommand: ParsableCommand {
                     stall: stallSeconds)
                 nullOverloads[figures.factor] = measured
                 print(
-                    "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), delivered \(Self.rate(measured.processed)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak (no intake limit: a naive client, not a ceiling)"
+                    "null evaluator under overload \(Self.rate(figures.factor))×: offered \(Self.rate(measured.offered)) obs/s on \(figures.publishers) connection\(figures.publishers == 1 ? "" : "s"), delivered \(Self.rate(measured.delivered)) obs/s while offered = \(String(format: "%.2f", measured.ofPeak)) × its peak (no intake limit: a naive client, not a ceiling)"
                 )
             }
         }
