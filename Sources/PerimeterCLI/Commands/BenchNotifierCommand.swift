@@ -255,11 +255,8 @@ final class PostReceiver: Sendable {
     /// Waits (polling every 5 ms, at most 600 s) until `total` distinct keys have arrived.
     /// - Throws: `ExitCode(1, …)` naming `what` when they have not.
     func waitForKeys(_ total: Int, what: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(600)
-        while distinctKeys < total {
-            if ContinuousClock.now > deadline { throw ExitCode(1, "\(what) did not all arrive") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        guard try await waitForCondition(timeout: .seconds(600), every: .milliseconds(5), { distinctKeys >= total })
+        else { throw ExitCode(1, "\(what) did not all arrive") }
     }
     var duplicates: Int { state.withLock { $0.duplicates } }
     var lastBody: [UInt8] { state.withLock { $0.last } }
