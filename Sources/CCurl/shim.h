@@ -23,4 +23,7 @@ static inline CURLcode perimeter_curl_setopt_read(CURL *handle, CURLoption optio
 static inline CURLcode perimeter_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+static inline CURLcode perimeter_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
 #endif

@@ -7,17 +7,19 @@ import Foundation
 ///
 /// The callbacks are `@convention(c)` functions; each gets this transfer's ``Collector`` back
 /// as its `userdata` (an unretained pointer, valid because the transfer holds the collector for
-/// as long as the handle lives).
+/// as long as the handle's options point at it: a reuse resets them before it lets go).
 ///
-/// - Important: one thread at a time; a transfer is used once and then dropped.
+/// - Important: one thread at a time. A transfer is used once and dropped, or started over
+///   with ``reuse(context:maxBodyBytes:maxHeaderBytes:)``, which keeps the handle's open
+///   connections and TLS sessions for the next request (``HTTPClient/Connections``).
 final class CurlTransfer {
     private let handle: UnsafeMutableRawPointer  // CURL *, an opaque void pointer in curl.h
-    private let collector: Collector
+    private var collector: Collector
     private var lists: [UnsafeMutablePointer<curl_slist>] = []
     /// curl writes its words for a failure here; it keeps the pointer, so the buffer is
     /// allocated once (an array's storage may move) and freed with the handle.
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    private let describe: () -> String
+    private var describe: () -> String
     /// The request as it appears in errors, worked out when one is thrown (redacting a URL for
     /// every request that succeeds was a per cent of a webhook's cost).
     var context: String { describe() }
@@ -61,6 +63,28 @@ final class CurlTransfer {
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         collector = Collector(maxBodyBytes: maxBodyBytes, maxHeaderBytes: maxHeaderBytes)
+        try setUp()
+    }
+
+    /// Starts the handle over for another request: every option back to curl's default (the
+    /// lists freed after, since curl does not copy them), a fresh collector, the callbacks set
+    /// again. What `curl_easy_reset` keeps is the point: the handle's open connections and TLS
+    /// sessions, so a request to the same receiver skips the TCP and TLS set-up.
+    func reuse(
+        context: @escaping @autoclosure () -> String, maxBodyBytes: Int, maxHeaderBytes: Int
+    ) throws(CurlError) {
+        curl_easy_reset(handle)
+        for list in lists { curl_slist_free_all(list) }
+        lists.removeAll()
+        describe = context
+        errorBuffer.update(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        collector = Collector(maxBodyBytes: maxBodyBytes, maxHeaderBytes: maxHeaderBytes)
+        try setUp()
+    }
+
+    /// The options every request has: the error buffer, no signals, the callbacks and their
+    /// collector.
+    private func setUp() throws(CurlError) {
         let pointer = Unmanaged.passUnretained(collector).toOpaque()
         try check(perimeter_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer), CURLOPT_ERRORBUFFER)
         try set(CURLOPT_NOSIGNAL, 1)  // many transfers on many threads: no SIGALRM for timeouts
@@ -163,6 +187,19 @@ final class CurlTransfer {
         var code = 0
         _ = perimeter_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
         return code
+    }
+
+    /// Whether the connection this handle keeps from its last request, if any, is quiet:
+    /// nothing to read on it and no end. An idle HTTP/1.1 connection has nothing to say;
+    /// bytes on it are an answer nobody asked for (a receiver's wrong length, or a forged
+    /// answer), which libcurl 7.88 would read as the next request's answer.
+    var keptConnectionIsQuiet: Bool {
+        var socket = CURL_SOCKET_BAD
+        guard perimeter_curl_getinfo_socket(handle, CURLINFO_ACTIVESOCKET, &socket) == CURLE_OK,
+            socket != CURL_SOCKET_BAD
+        else { return true }  // none kept: the next request connects
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
     }
 
     /// `CURLOPT_URL` for errors, from curl's own table of options.

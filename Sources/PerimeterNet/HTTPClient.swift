@@ -1,5 +1,6 @@
 import CCurl
 import Foundation
+import Synchronization
 
 /// Webhook POSTs over libcurl's easy interface, with the limits a notifier needs against any
 /// receiver: certificate and host verification always on, connect, whole-transfer and stall
@@ -52,14 +53,74 @@ public enum HTTPClient {
         public var body: [UInt8]
     }
 
+    /// Connections kept open between requests, for one receiver (a webhook channel): at most
+    /// `capacity` idle ones, each in an easy handle of its own that a request takes and gives
+    /// back. A request to the same receiver then skips the TCP connect and the TLS handshake,
+    /// which cost a webhook more than the rest of its delivery on loopback and far more over
+    /// a network.
+    ///
+    /// What curl decides per request stays with curl: a kept connection is reused only for
+    /// the same scheme, host, port, TLS settings and proxy; one older than ``maximumAge`` is
+    /// closed; an answer cut short, too large or timed out closes its connection. One more
+    /// check is ours: a kept connection with bytes or an end waiting on it (the receiver
+    /// closed it, or sent an answer nobody asked for) is closed, not reused: libcurl 7.88
+    /// would read those bytes as the next request's answer. A handle given back when
+    /// `capacity` are already idle is dropped with its connection, so the idle sockets stay
+    /// bounded whatever the receiver does.
+    public final class Connections: Sendable {
+        /// Seconds an idle connection may wait for its next request (curl's default is 118 s;
+        /// shorter meets receivers that close idle connections sooner less often).
+        public static let maximumAge = 30
+        public let capacity: Int
+        private let idle: Mutex<[Kept]>
+
+        public init(capacity: Int) {
+            self.capacity = max(1, capacity)
+            idle = Mutex([])
+        }
+
+        /// Idle handles (and so at most that many idle connections) kept now.
+        public var idleCount: Int { idle.withLock { $0.count } }
+
+        /// An idle handle whose kept connection is quiet; one with bytes or an end waiting on
+        /// its connection is dropped (closing it), so they are never read as an answer.
+        func take() -> CurlTransfer? {
+            while let kept = idle.withLock({ $0.popLast() }) {
+                if kept.transfer.keptConnectionIsQuiet { return kept.transfer }
+            }
+            return nil
+        }
+
+        func giveBack(_ transfer: CurlTransfer) {
+            let kept = Kept(transfer: transfer)
+            let dropped: Kept? = idle.withLock { idle in
+                guard idle.count < capacity else { return kept }
+                idle.append(kept)
+                return nil
+            }
+            _ = dropped  // released outside the lock: curl closes its connection
+        }
+
+        /// An idle easy handle. `@unchecked Sendable`: it holds a C handle (`CURL *`), which
+        /// libcurl allows on any thread but on one at a time; it is in the list only while no
+        /// request has it, and a request takes it out under the lock, so one thread has it at
+        /// a time.
+        private struct Kept: @unchecked Sendable {
+            let transfer: CurlTransfer
+        }
+    }
+
     /// POSTs `body` to `url`.
     /// - Parameters:
     ///   - url: an `http://` or `https://` URL, used byte for byte as given.
     ///   - headers: request headers; a name that is not a token, or a value holding CR, LF or
     ///     NUL, is refused before anything is sent.
+    ///   - connections: where to take a kept connection to this receiver from and give it
+    ///     back to; nil: a connection for this request alone.
     /// - Throws: ``CurlError`` when there is no complete answer (the request, curl's reason).
     public static func post(
-        _ url: String, headers: [(String, String)], body: [UInt8], options: Options
+        _ url: String, headers: [(String, String)], body: [UInt8], options: Options,
+        connections: Connections? = nil
     ) throws(CurlError) -> Response {
         func context() -> String { "POST \(redacted(url))" }
         for (name, value) in headers {
@@ -74,8 +135,21 @@ public enum HTTPClient {
                     detail: "the value of header \(name) holds a line break or NUL; refused")
             }
         }
-        let transfer = try CurlTransfer(
-            context: context(), maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
+        let transfer: CurlTransfer
+        if let kept = connections?.take() {
+            try kept.reuse(
+                context: context(), maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
+            transfer = kept
+        } else {
+            transfer = try CurlTransfer(
+                context: context(), maxBodyBytes: options.maxResponseBytes, maxHeaderBytes: options.maxHeaderBytes)
+        }
+        // Given back whatever the answer: curl has closed a connection it cannot reuse.
+        defer { connections?.giveBack(transfer) }
+        if connections != nil {
+            try transfer.set(CURLOPT_MAXCONNECTS, 1)  // one receiver per handle
+            try transfer.set(CURLOPT_MAXAGE_CONN, Connections.maximumAge)
+        }
         try transfer.set(CURLOPT_URL, url)
         try transfer.set(CURLOPT_PROTOCOLS_STR, "http,https")
         try transfer.set(CURLOPT_PATH_AS_IS, 1)  // `/../` and the like go out as configured

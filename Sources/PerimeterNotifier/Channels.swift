@@ -11,6 +11,8 @@ struct ChannelSender: Sendable {
     let prefix: String
     /// "Now" for webhook-timestamp, an HTTP-date Retry-After and a mail's Date header.
     let clock: any TimeSource
+    /// Each webhook channel's kept connections (at most one idle per delivery thread).
+    let connections: [String: HTTPClient.Connections]
     /// Each venue's time zone, for a mail's Date header.
     let timeZones: [String: TimeZone]
 
@@ -105,7 +107,8 @@ struct ChannelSender: Sendable {
     ) -> DeliveryOutcome {
         let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
         do {
-            let response = try HTTPClient.post(url, headers: headers, body: row.record, options: options)
+            let response = try HTTPClient.post(
+                url, headers: headers, body: row.record, options: options, connections: connections[row.channel])
             let fields = WebhookReply.headers(response.headerLines)
             return WebhookReply.classify(status: response.status, retryAfter: fields["retry-after"], now: clock.now)
         } catch {

@@ -68,6 +68,10 @@ final class Deliverer: @unchecked Sendable {
         sender = ChannelSender(
             client: client, pool: BlockingPool(size: configuration.delivery.concurrency, name: "notifier-delivery"),
             prefix: configuration.prefix, clock: clock,
+            connections: configuration.channels.compactMapValues { channel in
+                guard case .webhook = channel else { return nil }
+                return HTTPClient.Connections(capacity: configuration.delivery.concurrency)
+            },
             timeZones: Dictionary(
                 configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client

@@ -34,7 +34,7 @@ func mostAtOnce(_ records: [JSONObject]) -> Int {
 /// (`notifier.concurrency`), MQTT publishes pipelined (`notifier.mqttInFlight`).
 @Suite("Notifier delivery concurrency", .serialized)
 struct NotifierThroughputTests {
-    @Test("webhook deliveries in flight reach notifier.concurrency and never exceed it")
+    @Test("webhook deliveries in flight reach notifier.concurrency and never exceed it, over as many kept connections")
     func webhookConcurrencyBound() async throws {
         let harness = try await NotifierHarness()
         do {
@@ -60,6 +60,8 @@ struct NotifierThroughputTests {
             #expect(records.count == count, "one request each: \(records.count)")
             #expect(Set(records.compactMap { $0["key"]?.stringValue }).count == count)
             #expect(mostAtOnce(records) == 3, "at most 3 at once, and 3 reached: \(mostAtOnce(records))")
+            let connections = Set(records.compactMap { $0["port"]?.intValue })
+            #expect(connections.count == 3, "nine requests over three kept connections: \(connections)")
         } catch {
             await harness.stop()
             throw error

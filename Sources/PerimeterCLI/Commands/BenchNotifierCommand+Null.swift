@@ -97,6 +97,7 @@ extension BenchNotifierCommand {
         try await null.subscribe("perimeter/v1/\(Self.nullHookVenue)/enter/+/+", qos: .atLeastOnce)
         let pool = BlockingPool(size: concurrency, name: "bench-null-webhook")
         defer { pool.stop() }
+        let connections = HTTPClient.Connections(capacity: concurrency)
         let before = receiver.distinctKeys
         let messages = null.messages
         let wanted = count
@@ -108,7 +109,7 @@ extension BenchNotifierCommand {
                 pool.execute {
                     _ = try? HTTPClient.post(
                         url, headers: [("Content-Type", "application/json"), ("Idempotency-Key", key)], body: body,
-                        options: HTTPClient.Options())
+                        options: HTTPClient.Options(), connections: connections)
                 }
                 if number == wanted { break }
             }

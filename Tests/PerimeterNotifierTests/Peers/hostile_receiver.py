@@ -14,10 +14,16 @@ path segment, the way a broken or malicious receiver might:
   /huge-header      a 1 MiB header line
   /many-headers     2,000 header lines of 60 bytes
   /redirect         302 to /ok
+  /keep             200 with a length, the connection kept open for the next request
+  /keep-junk        the same, with bytes past the body's length (a kept connection poisoned
+                    for whoever reuses it)
+  /keep-late-junk   the same, the bytes sent once the answer has been read (0.2 s later), then
+                    {"junk_sent": connection} recorded
 
 --cert/--key serve TLS with that certificate; --bind picks the loopback address (127.0.0.1).
 Prints "listening PORT", then one JSON line per request: {"path", "mode", "request_line",
-"headers": [[name, value], ...], "body_bytes"}.
+"headers": [[name, value], ...], "body_bytes", "connection"} (connections numbered from 1 in the
+order they were accepted).
 """
 import argparse, json, socket, ssl, sys, threading, time
 
@@ -60,44 +66,12 @@ def read_request(conn):
     return lines[0], headers, len(rest)
 
 
-def serve(conn):
+def serve(conn, number):
     try:
         if context is not None:
             conn = context.wrap_socket(conn, server_side=True)
-        request = read_request(conn)
-        if request is None:
-            return
-        request_line, headers, body_bytes = request
-        path = request_line.split(" ")[1] if " " in request_line else ""
-        mode = path.strip("/").split("/")[0].split("?")[0]
-        record({"path": path, "mode": mode, "request_line": request_line, "headers": headers,
-                "body_bytes": body_bytes})
-        if mode == "negative-length":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello")
-        elif mode == "chunk-negative":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nhello\r\n0\r\n\r\n")
-        elif mode == "chunk-huge":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nhello")
-        elif mode == "endless":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
-            block = b"x" * 65536
-            while True:
-                conn.sendall(block)
-        elif mode == "stall":
-            conn.sendall(b"HTTP/1.1 200 OK\r\n")
-            # Sleep, not a clock: a receiver that never answers, held past the notifier's timeout.
-            time.sleep(120)
-        elif mode == "garbage":
-            conn.sendall(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
-        elif mode == "huge-header":
-            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Huge: " + b"a" * (1 << 20) + b"\r\nContent-Length: 0\r\n\r\n")
-        elif mode == "many-headers":
-            lines = b"".join(b"X-Filler-%04d: %s\r\n" % (i, b"b" * 44) for i in range(2000))
-            conn.sendall(b"HTTP/1.1 200 OK\r\n" + lines + b"Content-Length: 0\r\n\r\n")
-        elif mode == "redirect":
-            conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n\r\n")
-        else:
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        while answer(conn, number):
+            pass
     except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
         pass  # the client gave up (or refused our certificate), as it should
     finally:
@@ -105,6 +79,58 @@ def serve(conn):
             conn.close()
         except OSError:
             pass
+
+
+def answer(conn, number):
+    """Answers one request; returns whether the connection is kept for another."""
+    request = read_request(conn)
+    if request is None:
+        return False
+    request_line, headers, body_bytes = request
+    path = request_line.split(" ")[1] if " " in request_line else ""
+    mode = path.strip("/").split("/")[0].split("?")[0]
+    record({"path": path, "mode": mode, "request_line": request_line, "headers": headers,
+            "body_bytes": body_bytes, "connection": number})
+    if mode == "keep":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        return True
+    elif mode == "keep-junk":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\njunk")
+        return True
+    elif mode == "keep-late-junk":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        # Sleep, not a clock: the bytes must come after the client has read the answer.
+        time.sleep(0.2)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\njunk")
+        record({"junk_sent": number})
+        return True
+    elif mode == "negative-length":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello")
+    elif mode == "chunk-negative":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nhello\r\n0\r\n\r\n")
+    elif mode == "chunk-huge":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nhello")
+    elif mode == "endless":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+        block = b"x" * 65536
+        while True:
+            conn.sendall(block)
+    elif mode == "stall":
+        conn.sendall(b"HTTP/1.1 200 OK\r\n")
+        # Sleep, not a clock: a receiver that never answers, held past the notifier's timeout.
+        time.sleep(120)
+    elif mode == "garbage":
+        conn.sendall(b"\x00\xffNOT HTTP AT ALL\r\n\r\n")
+    elif mode == "huge-header":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Huge: " + b"a" * (1 << 20) + b"\r\nContent-Length: 0\r\n\r\n")
+    elif mode == "many-headers":
+        lines = b"".join(b"X-Filler-%04d: %s\r\n" % (i, b"b" * 44) for i in range(2000))
+        conn.sendall(b"HTTP/1.1 200 OK\r\n" + lines + b"Content-Length: 0\r\n\r\n")
+    elif mode == "redirect":
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n\r\n")
+    else:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    return False
 
 
 context = None
@@ -116,6 +142,8 @@ server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 server.bind((args.bind, 0))
 server.listen(64)
 print("listening %d" % server.getsockname()[1], flush=True)
+accepted = 0
 while True:
     conn, _ = server.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    accepted += 1
+    threading.Thread(target=serve, args=(conn, accepted), daemon=True).start()

@@ -11,7 +11,9 @@ first request for a key 500 and later ones 200; "429:1" is a 429 with Retry-Afte
 Prints "listening PORT" on stdout, then one JSON line per request:
 {"key", "attempt", "status", "signature": "ok"|"bad"|"missing" (legacy), "standard": "ok"|"bad"|"missing",
 "webhook_id", "timestamp", "new": true|false, "received" and "t" (the request's arrival and its
-answer, Unix seconds), "body": {...}}. A request fails either check: 401.
+answer, Unix seconds), "port" (the client's port: one per connection), "body": {...}}. A request
+fails either check: 401. Connections are kept open between requests (HTTP/1.1 keep-alive), as
+receivers commonly do.
 """
 import argparse, base64, hashlib, hmac, json, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,7 +90,8 @@ class Handler(BaseHTTPRequestHandler):
                            "signature": signature, "standard": standard,
                            "webhook_id": self.headers.get("webhook-id"),
                            "timestamp": int(self.headers.get("webhook-timestamp") or 0),
-                           "new": new, "received": received, "t": time.time(), "body": parsed})
+                           "new": new, "received": received, "t": time.time(),
+                           "port": self.client_address[1], "body": parsed})
         # One write per record under the lock: print() writes the text and the newline apart, so
         # two handler threads printing at once made one line of two records and lost both.
         with lock:
@@ -100,7 +103,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
-        self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(reply)
 
