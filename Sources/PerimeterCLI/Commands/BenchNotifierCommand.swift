@@ -10,7 +10,8 @@ import Synchronization
 /// rules, templates, outbox, delivery) for the MQTT and webhook channels, each beside its raw
 /// transport in the same run: MQTT against relaying the same records through the broker at
 /// QoS 1 and against a null notifier (``runNullNotifier(port:publisher:shape:inFlight:t0:)``);
-/// webhooks against POSTing the same bodies straight to the same receiver.
+/// webhooks against POSTing the same bodies straight to the same receiver (on kept
+/// connections, as the notifier does; and one connection per POST, the earlier baseline).
 struct BenchNotifierCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notifier", abstract: "Notifications/s for the MQTT and webhook channels, against raw transport.",
@@ -22,7 +23,8 @@ struct BenchNotifierCommand: ParsableCommand {
             through the same broker; a null notifier (subscribes to the events and publishes a
             notification of the same size, QoS and properties for each, doing nothing else: the
             MQTT channel's ceiling, two hops through the broker where the relay is one); N POSTs
-            of the same body with the same concurrency; a null webhook notifier (subscribes to the
+            of the same body with the same concurrency on kept connections, as the notifier's,
+            and N more with a connection each; a null webhook notifier (subscribes to the
             events and POSTs the same body for each with the same concurrency, doing nothing
             else: the webhook channel's ceiling).
             """)
@@ -148,11 +150,44 @@ struct BenchNotifierCommand: ParsableCommand {
         let hookCPU = cpu.lap()
         let body = receiver.lastBody
         let url = "http://127.0.0.1:\(receiver.port)/raw"
-        let rawStart = ContinuousClock.now
+        // Kept connections, as the notifier's webhook channel has; then one connection per
+        // POST, the baseline of the figures before the notifier kept them.
+        let rawSeconds = try await rawPosts(
+            url: url, body: body, connections: HTTPClient.Connections(capacity: concurrency))
+        let rawCPU = cpu.lap()
+        let singleSeconds = try await rawPosts(url: url, body: body, connections: nil)
+        let singleCPU = cpu.lap()
+        let nullHookSeconds = try await runNullWebhook(
+            port: broker.port, publisher: publisher, receiver: receiver,
+            url: "http://127.0.0.1:\(receiver.port)/null", body: body, t0: t0)
+        let nullHookCPU = cpu.lap()
+        let hookRate = Double(count) / hookSeconds
+        let rawRate = Double(count) / rawSeconds
+        let nullHookRate = Double(count) / nullHookSeconds
+        let singleRate = Double(count) / singleSeconds
+        print(
+            "webhook  notifier \(BenchMQTTCommand.rate(hookRate)) notifications/s   raw POSTs of \(body.count)-byte bodies on kept connections \(BenchMQTTCommand.rate(rawRate)) req/s   ratio \(String(format: "%.2f", hookRate / rawRate))"
+        )
+        print(
+            "         raw POSTs, one connection each \(BenchMQTTCommand.rate(singleRate)) req/s: the notifier is \(String(format: "%.2f", hookRate / singleRate))× that (CPU per POST \(singleCPU.per(count)))"
+        )
+        print(
+            "         null webhook notifier \(BenchMQTTCommand.rate(nullHookRate)) notifications/s, ratio \(String(format: "%.2f", nullHookRate / rawRate)) of raw POSTs; the notifier is \(String(format: "%.2f", hookRate / nullHookRate))× the null webhook notifier"
+        )
+        print(
+            "         CPU per message: \(hookCPU.per(count))   null webhook notifier: \(nullHookCPU.per(count))   raw: \(rawCPU.per(count))"
+        )
+        print("duplicates seen by the receiver: \(receiver.duplicates)")
+        await publisher.disconnect()
+        await observer.disconnect()
+    }
+
+    /// Seconds to POST `body` to `url` `count` times, `concurrency` at a time, through
+    /// `connections` (nil: a connection per POST).
+    func rawPosts(url: String, body: [UInt8], connections: HTTPClient.Connections?) async throws -> Double {
+        let start = ContinuousClock.now
         let next = Counter()
         let total = count
-        // Kept connections, as the notifier's webhook channel has.
-        let connections = HTTPClient.Connections(capacity: concurrency)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<concurrency {
                 group.addTask {
@@ -167,27 +202,7 @@ struct BenchNotifierCommand: ParsableCommand {
             }
             try await group.waitForAll()
         }
-        let rawSeconds = BenchMQTTCommand.seconds(ContinuousClock.now - rawStart)
-        let rawCPU = cpu.lap()
-        let nullHookSeconds = try await runNullWebhook(
-            port: broker.port, publisher: publisher, receiver: receiver,
-            url: "http://127.0.0.1:\(receiver.port)/null", body: body, t0: t0)
-        let nullHookCPU = cpu.lap()
-        let hookRate = Double(count) / hookSeconds
-        let rawRate = Double(count) / rawSeconds
-        let nullHookRate = Double(count) / nullHookSeconds
-        print(
-            "webhook  notifier \(BenchMQTTCommand.rate(hookRate)) notifications/s   raw POSTs of \(body.count)-byte bodies \(BenchMQTTCommand.rate(rawRate)) req/s   ratio \(String(format: "%.2f", hookRate / rawRate))"
-        )
-        print(
-            "         null webhook notifier \(BenchMQTTCommand.rate(nullHookRate)) notifications/s, ratio \(String(format: "%.2f", nullHookRate / rawRate)) of raw POSTs; the notifier is \(String(format: "%.2f", hookRate / nullHookRate))× the null webhook notifier"
-        )
-        print(
-            "         CPU per message: \(hookCPU.per(count))   null webhook notifier: \(nullHookCPU.per(count))   raw: \(rawCPU.per(count))"
-        )
-        print("duplicates seen by the receiver: \(receiver.duplicates)")
-        await publisher.disconnect()
-        await observer.disconnect()
+        return BenchMQTTCommand.seconds(ContinuousClock.now - start)
     }
 
     /// Publishes `count` enter events to `venue`, each of its own region (`{prefix}-{n}`), for a
