@@ -61,10 +61,11 @@ struct HTTPClientConnectionTests {
 
     /// After each of these answers the connection must not serve the next request: bytes past
     /// the answer (a second, forged answer) with it or while the connection is idle, an answer
-    /// cut off for its size, one that is not HTTP.
+    /// cut off for its size, one that is not HTTP, `Connection: close` (`ok`), a close while
+    /// the connection was idle (a receiver's idle timeout).
     @Test(
-        "a connection the receiver left in a bad state is not reused: the next request gets its own answer",
-        arguments: ["keep-junk", "keep-late-junk", "endless", "garbage", "negative-length"])
+        "a connection the receiver closed or left in a bad state is not reused: the next request gets its own answer",
+        arguments: ["keep-junk", "keep-late-junk", "endless", "garbage", "negative-length", "ok", "keep-then-close"])
     func poisoned(_ mode: String) async throws {
         let (peer, port) = try await startTestPeer("hostile_receiver.py")
         defer { peer.kill(SIGTERM) }
@@ -73,9 +74,9 @@ struct HTTPClientConnectionTests {
             try HTTPClient.post(
                 "http://127.0.0.1:\(port)/\(mode)", headers: [], body: [], options: Self.options, connections: kept)
         }
-        if mode == "keep-late-junk" {
-            try await waitUntil("the late junk sent", context: { peer.output }) {
-                peerRecords(peer).contains { $0["junk_sent"] != nil }
+        if mode == "keep-late-junk" || mode == "keep-then-close" {
+            try await waitUntil("what the peer does after its answer", context: { peer.output }) {
+                peerRecords(peer).contains { $0["after_answer"] != nil }
             }
         }
         let response = try await Blocking.run {

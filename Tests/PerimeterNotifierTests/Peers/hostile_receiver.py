@@ -18,7 +18,9 @@ path segment, the way a broken or malicious receiver might:
   /keep-junk        the same, with bytes past the body's length (a kept connection poisoned
                     for whoever reuses it)
   /keep-late-junk   the same, the bytes sent once the answer has been read (0.2 s later), then
-                    {"junk_sent": connection} recorded
+                    {"after_answer": connection} recorded
+  /keep-then-close  200 with a length, then the connection closed while idle (0.2 s later, as a
+                    receiver's idle timeout would), then {"after_answer": connection} recorded
 
 --cert/--key serve TLS with that certificate; --bind picks the loopback address (127.0.0.1).
 Prints "listening PORT", then one JSON line per request: {"path", "mode", "request_line",
@@ -102,8 +104,15 @@ def answer(conn, number):
         # Sleep, not a clock: the bytes must come after the client has read the answer.
         time.sleep(0.2)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\njunk")
-        record({"junk_sent": number})
+        record({"after_answer": number})
         return True
+    elif mode == "keep-then-close":
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        # Sleep, not a clock: the close must come after the client has read the answer.
+        time.sleep(0.2)
+        conn.shutdown(socket.SHUT_RDWR)
+        record({"after_answer": number})
+        return False
     elif mode == "negative-length":
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello")
     elif mode == "chunk-negative":
