@@ -89,7 +89,9 @@ struct HTTPClientConnectionTests {
         #expect(numbers.count == 2 && numbers[0] != numbers[1], "\(mode): \(numbers)")
     }
 
-    @Test("https: a kept connection skips the handshake for the next request, and still verifies the first")
+    @Test(
+        "https: a kept connection skips the handshake for the next request, still verifies the first, and is dropped after a forged record"
+    )
     func tls() async throws {
         let certs = TestScratch.root.appendingPathComponent("perimeter-certs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: certs) }
@@ -122,5 +124,19 @@ struct HTTPClientConnectionTests {
         }
         let numbers = try await Self.connections(of: peer, count: 3)
         #expect(Set(numbers).count == 1, "\(numbers)")
+        // A forged answer in a TLS record of its own, sent while the connection is idle.
+        _ = try await Blocking.run {
+            try HTTPClient.post(
+                "https://127.0.0.1:\(port)/keep-late-junk", headers: [], body: [], options: trusted, connections: kept)
+        }
+        try await waitUntil("the late junk sent", context: { peer.output }) {
+            peerRecords(peer).contains { $0["after_answer"] != nil }
+        }
+        let after = try await Blocking.run {
+            try HTTPClient.post(url, headers: [], body: [], options: trusted, connections: kept)
+        }
+        #expect(after.body == Array("ok".utf8), "\(String(decoding: after.body, as: UTF8.self))")
+        let all = try await Self.connections(of: peer, count: 5)
+        #expect(all.count == 5 && all[4] != all[3], "a new connection after the junk: \(all)")
     }
 }
