@@ -189,6 +189,13 @@ final class CurlTransfer {
         return code
     }
 
+    /// Connections curl opened for the last transfer (0 when it reused a kept one).
+    var connectionsOpened: Int {
+        var count = 0
+        _ = perimeter_curl_getinfo_long(handle, CURLINFO_NUM_CONNECTS, &count)
+        return count
+    }
+
     /// Whether the connection this handle keeps from its last request, if any, is quiet:
     /// nothing to read on it and no end. An idle HTTP/1.1 connection has nothing to say;
     /// bytes on it are an answer nobody asked for (a receiver's wrong length, or a forged

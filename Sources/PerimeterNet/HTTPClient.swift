@@ -73,6 +73,7 @@ public enum HTTPClient {
         public static let maximumAge = 30
         public let capacity: Int
         private let idle: Mutex<[Kept]>
+        private let openedCount = Atomic<Int>(0)
 
         public init(capacity: Int) {
             self.capacity = max(1, capacity)
@@ -81,6 +82,10 @@ public enum HTTPClient {
 
         /// Idle handles (and so at most that many idle connections) kept now.
         public var idleCount: Int { idle.withLock { $0.count } }
+
+        /// Connections opened by requests through these so far, answered or not: as many as
+        /// the requests when the receiver keeps none open.
+        public var opened: Int { openedCount.load(ordering: .relaxed) }
 
         /// An idle handle whose kept connection is quiet; one with bytes or an end waiting on
         /// its connection is dropped (closing it), so they are never read as an answer.
@@ -92,6 +97,7 @@ public enum HTTPClient {
         }
 
         func giveBack(_ transfer: CurlTransfer) {
+            openedCount.add(transfer.connectionsOpened, ordering: .relaxed)
             let kept = Kept(transfer: transfer)
             let dropped: Kept? = idle.withLock { idle in
                 guard idle.count < capacity else { return kept }

@@ -71,7 +71,7 @@ final class Deliverer: @unchecked Sendable {
             connections: configuration.channels.compactMapValues { channel in
                 guard case .webhook = channel else { return nil }
                 return HTTPClient.Connections(capacity: configuration.delivery.concurrency)
-            },
+            }, metrics: metrics,
             timeZones: Dictionary(
                 configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client

@@ -458,6 +458,11 @@ final class NotifierRuntime {
             help: "Rule matches that sent nothing, by reason (cooldown, disarmed, quietHours, schedule, duplicate).")
         metrics.declare("perimeter_notifier_rejects_total", .counter, help: "Inbound messages dead-lettered.")
         metrics.declare(
+            "perimeter_webhook_connections_opened_total", .counter,
+            help:
+                "Connections opened for webhook deliveries, by channel (as many as the deliveries when the receiver keeps none open)."
+        )
+        metrics.declare(
             "perimeter_notifier_arrivals_pending", .gauge,
             help: "Events journalled and not yet processed (the arrivals file's backlog).")
         ArrivalJournal.declareMetrics(in: metrics)

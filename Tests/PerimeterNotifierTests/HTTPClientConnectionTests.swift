@@ -32,6 +32,7 @@ struct HTTPClientConnectionTests {
             #expect(response.body == Array("ok".utf8))
         }
         #expect(kept.idleCount == 1, "one handle, given back after each request")
+        #expect(kept.opened == 1, "one connection opened for three requests")
         for _ in 0..<2 {
             _ = try await Blocking.run { try HTTPClient.post(url, headers: [], body: [], options: Self.options) }
         }

@@ -16,7 +16,7 @@ private func rule(_ id: String, channel: String, regions: String = "*", _ extra:
 }
 
 /// A loopback port free a moment ago, for the notifier's `/metrics`.
-private func freeHTTPPort() throws -> Int {
+func freeHTTPPort() throws -> Int {
     let probe = try HTTPServer(port: 0) { _ in HTTPServer.Response(body: "") }
     defer { probe.stop() }
     return probe.port

@@ -30,6 +30,11 @@ func mostAtOnce(_ records: [JSONObject]) -> Int {
     return most
 }
 
+/// Rows the notifier has recorded as delivered (read-only; 0 while the file is not there yet).
+func notifierStoreDelivered(_ harness: NotifierHarness) -> Int {
+    (try? NotifierStore(path: harness.databasePath, readOnly: true).count(.delivered)) ?? 0
+}
+
 /// How the deliverer keeps many deliveries under way: webhooks on a bounded set of threads
 /// (`notifier.concurrency`), MQTT publishes pipelined (`notifier.mqttInFlight`).
 @Suite("Notifier delivery concurrency", .serialized)
@@ -42,11 +47,12 @@ struct NotifierThroughputTests {
             // (and three started together overlap even when the machine is slow to start them).
             let (receiver, port) = try await harness.startPeer(
                 "webhook_receiver.py", ["--secret", secret, "--plan", "slow:1"])
+            let metricsPort = try freeHTTPPort()
             try harness.configure(
                 rules: #"[{"id":"w","on":"enter","regions":"*","channels":["hook"],"body":"{subject} {region}"}]"#,
                 channels: [
                     "hook": ["type": "webhook", "url": .string("http://127.0.0.1:\(port)/"), "secret": .string(secret)]
-                ], notifier: ["concurrency": 3])
+                ], notifier: ["concurrency": 3, "http": .string("127.0.0.1:\(metricsPort)")])
             try await harness.startNotifier()
             let count = 9
             for index in 0..<count {
@@ -62,6 +68,14 @@ struct NotifierThroughputTests {
             #expect(mostAtOnce(records) == 3, "at most 3 at once, and 3 reached: \(mostAtOnce(records))")
             let connections = Set(records.compactMap { $0["port"]?.intValue })
             #expect(connections.count == 3, "nine requests over three kept connections: \(connections)")
+            // The operator's view of the same: /metrics counts the connections opened (set with
+            // each delivery, before its outcome is recorded).
+            try await waitUntil("every delivery recorded") { notifierStoreDelivered(harness) == count }
+            let opened = #"perimeter_webhook_connections_opened_total{channel="hook"} "#
+            let line =
+                try httpGet(port: metricsPort, path: "/metrics").body.split(separator: "\n")
+                .first { $0.hasPrefix(opened) }.map(String.init) ?? ""
+            #expect(line == opened + "3", "\(line)")
         } catch {
             await harness.stop()
             throw error
