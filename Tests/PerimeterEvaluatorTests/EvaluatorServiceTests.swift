@@ -104,10 +104,16 @@ struct EvaluatorServiceTests {
         let state = harness.messages("state").last { $0.topic.hasSuffix("/hill/car") }?.json
         #expect(state?["state"] == "outside")
         let occupancy = harness.messages("occupancy").filter { $0.topic.hasSuffix("/bend") }.compactMap(\.json)
-        // Occupancy is retained state: a new region says 0 (and the retained picture may be
-        // republished once connected), the enter makes it 1 once, the last word is 0.
+        // Occupancy is retained state: a new region says 0, the enter makes it 1 once, the last
+        // word is 0. The retained picture may be republished once connected, and under load that
+        // can come while the car is inside (1 again, then the exit's 0): a value repeated is
+        // the same word, so repeats are collapsed before counting the rises.
         #expect(occupancy.last?["count"]?.intValue == 0)
-        #expect(occupancy.filter { $0["count"]?.intValue == 1 }.count <= 1, "\(occupancy)")
+        let counts = occupancy.compactMap { $0["count"]?.intValue }
+        let changes = counts.enumerated().filter { $0.offset == 0 || counts[$0.offset - 1] != $0.element }.map(
+            \.element)
+        // At most one rise: an enter and its exit in one group publish only the last value.
+        #expect(changes.filter { $0 == 1 }.count <= 1, "at most one rise to 1: \(counts)")
         #expect(occupancy.allSatisfy { [0, 1].contains($0["count"]?.intValue) }, "\(occupancy)")
         await harness.stop()
     }
