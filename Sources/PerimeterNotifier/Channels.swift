@@ -1,6 +1,5 @@
 import Foundation
 import PerimeterCore
-import PerimeterKit
 import PerimeterMQTT
 import PerimeterNet
 
@@ -14,8 +13,6 @@ struct ChannelSender: Sendable {
     let clock: any TimeSource
     /// Each webhook channel's kept connections (at most one idle per delivery thread).
     let connections: [String: HTTPClient.Connections]
-    /// Where each webhook channel's count of connections opened goes.
-    let metrics: Metrics
     /// Each venue's time zone, for a mail's Date header.
     let timeZones: [String: TimeZone]
 
@@ -109,16 +106,9 @@ struct ChannelSender: Sendable {
         _ row: NotifierStore.OutboxRow, url: String, secret: WebhookSecret, options: HTTPClient.Options
     ) -> DeliveryOutcome {
         let headers = Self.webhookHeaders(row, secret: secret, now: clock.now)
-        let kept = connections[row.channel]
-        defer {
-            if let kept {
-                metrics.set(
-                    "perimeter_webhook_connections_opened_total", Double(kept.opened), labels: ["channel": row.channel])
-            }
-        }
         do {
             let response = try HTTPClient.post(
-                url, headers: headers, body: row.record, options: options, connections: kept)
+                url, headers: headers, body: row.record, options: options, connections: connections[row.channel])
             let fields = WebhookReply.headers(response.headerLines)
             return WebhookReply.classify(status: response.status, retryAfter: fields["retry-after"], now: clock.now)
         } catch {

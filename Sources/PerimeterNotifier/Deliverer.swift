@@ -60,7 +60,8 @@ final class Deliverer: @unchecked Sendable {
 
     init(
         configuration: NotifierConfiguration, client: MQTTClient, logger: Logger, metrics: Metrics, doorbell: Doorbell,
-        clock: any TimeSource, turns: WriteTurns, checkpointer: WALCheckpointer? = nil
+        clock: any TimeSource, turns: WriteTurns, connections: [String: HTTPClient.Connections],
+        checkpointer: WALCheckpointer? = nil
     ) throws {
         self.configuration = configuration
         store = try NotifierStore(path: configuration.databasePath)
@@ -68,10 +69,7 @@ final class Deliverer: @unchecked Sendable {
         sender = ChannelSender(
             client: client, pool: BlockingPool(size: configuration.delivery.concurrency, name: "notifier-delivery"),
             prefix: configuration.prefix, clock: clock,
-            connections: configuration.channels.compactMapValues { channel in
-                guard case .webhook = channel else { return nil }
-                return HTTPClient.Connections(capacity: configuration.delivery.concurrency)
-            }, metrics: metrics,
+            connections: connections,
             timeZones: Dictionary(
                 configuration.venues.map { ($0.id, $0.conventions.timeZone) }, uniquingKeysWith: { first, _ in first }))
         self.client = client

@@ -2,6 +2,7 @@ import Foundation
 import PerimeterCore
 import PerimeterKit
 import PerimeterMQTT
+import PerimeterNet
 import PerimeterStore
 import Synchronization
 
@@ -62,11 +63,18 @@ final class NotifierRuntime {
     private let venues: [String: NotifierConfiguration.Venue]
     private let doorbell = Doorbell()
     let clock: any TimeSource
+    /// Each webhook channel's kept connections (at most one idle per delivery thread): used by
+    /// the deliveries, counted in `/metrics` when it is read.
+    let webhookConnections: [String: HTTPClient.Connections]
 
     init(configuration: NotifierConfiguration, logger: Logger, clock: any TimeSource) throws {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
+        webhookConnections = configuration.channels.compactMapValues { channel in
+            guard case .webhook = channel else { return nil }
+            return HTTPClient.Connections(capacity: configuration.delivery.concurrency)
+        }
         store = try NotifierStore(path: configuration.databasePath)
         checkpointer = WALCheckpointer(path: configuration.databasePath) { [logger] error in
             logger.warning("WAL checkpoint failed; the next commit asks again", metadata: ["error": "\(error)"])
@@ -211,7 +219,7 @@ final class NotifierRuntime {
         try await publisher.connect(timeout: .seconds(366 * 86_400))
         let deliverer = try Deliverer(
             configuration: configuration, client: publisher, logger: logger, metrics: metrics, doorbell: doorbell,
-            clock: clock, turns: turns, checkpointer: checkpointer)
+            clock: clock, turns: turns, connections: webhookConnections, checkpointer: checkpointer)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { for await _ in Signals.hangups() { wakes.send(Reload()) } }
             group.addTask { await deliverer.run() }
@@ -477,10 +485,15 @@ final class NotifierRuntime {
         guard let http = configuration.http else { return nil }
         let metrics = metrics
         let path = configuration.databasePath
+        let connections = webhookConnections
         let server = try HTTPServer(host: http.host, port: http.port) { request in
             switch request {
             case "/metrics":
                 metrics.set("perimeter_broker_connected", client.state.isConnected ? 1 : 0)
+                for (channel, kept) in connections {
+                    metrics.set(
+                        "perimeter_webhook_connections_opened_total", Double(kept.opened), labels: ["channel": channel])
+                }
                 journal.updateMetrics(metrics)
                 backlog.intake.updateMetrics(metrics)
                 metrics.set(

@@ -11,6 +11,14 @@ import Testing
 struct HTTPClientConnectionTests {
     static let options = HTTPClientTests.options
 
+    /// POSTs an empty body to `url` on a blocking thread, through `kept` (nil: a connection of
+    /// its own).
+    static func post(
+        _ url: String, options: HTTPClient.Options = options, kept: HTTPClient.Connections?
+    ) async throws -> HTTPClient.Response {
+        try await Blocking.run { try HTTPClient.post(url, headers: [], body: [], options: options, connections: kept) }
+    }
+
     /// The connection numbers (in the peer's accept order) of the first `count` requests.
     static func connections(of peer: ChildProcess, count: Int) async throws -> [Int] {
         func requests() -> [JSONObject] { peerRecords(peer).filter { $0["mode"] != nil } }
@@ -25,16 +33,14 @@ struct HTTPClientConnectionTests {
         let kept = HTTPClient.Connections(capacity: 2)
         let url = "http://127.0.0.1:\(port)/keep"
         for _ in 0..<3 {
-            let response = try await Blocking.run {
-                try HTTPClient.post(url, headers: [], body: Array("{}".utf8), options: Self.options, connections: kept)
-            }
+            let response = try await Self.post(url, kept: kept)
             #expect(response.status == 200)
             #expect(response.body == Array("ok".utf8))
         }
         #expect(kept.idleCount == 1, "one handle, given back after each request")
         #expect(kept.opened == 1, "one connection opened for three requests")
         for _ in 0..<2 {
-            _ = try await Blocking.run { try HTTPClient.post(url, headers: [], body: [], options: Self.options) }
+            _ = try await Self.post(url, kept: nil)
         }
         let numbers = try await Self.connections(of: peer, count: 5)
         #expect(numbers == [1, 1, 1, 2, 3], "\(peer.output)")
@@ -49,9 +55,7 @@ struct HTTPClientConnectionTests {
         try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<6 {
                 group.addTask {
-                    try await Blocking.run {
-                        try HTTPClient.post(url, headers: [], body: [], options: Self.options, connections: kept).status
-                    }
+                    try await Self.post(url, kept: kept).status
                 }
             }
             for try await status in group { #expect(status == 200) }
@@ -71,19 +75,13 @@ struct HTTPClientConnectionTests {
         let (peer, port) = try await startTestPeer("hostile_receiver.py")
         defer { peer.kill(SIGTERM) }
         let kept = HTTPClient.Connections(capacity: 1)
-        _ = try? await Blocking.run {
-            try HTTPClient.post(
-                "http://127.0.0.1:\(port)/\(mode)", headers: [], body: [], options: Self.options, connections: kept)
-        }
+        _ = try? await Self.post("http://127.0.0.1:\(port)/\(mode)", kept: kept)
         if mode == "keep-late-junk" || mode == "keep-then-close" {
             try await waitUntil("what the peer does after its answer", context: { peer.output }) {
                 peerRecords(peer).contains { $0["after_answer"] != nil }
             }
         }
-        let response = try await Blocking.run {
-            try HTTPClient.post(
-                "http://127.0.0.1:\(port)/keep", headers: [], body: [], options: Self.options, connections: kept)
-        }
+        let response = try await Self.post("http://127.0.0.1:\(port)/keep", kept: kept)
         #expect(response.status == 200)
         #expect(response.body == Array("ok".utf8), "\(String(decoding: response.body, as: UTF8.self))")
         let numbers = try await Self.connections(of: peer, count: 2)
@@ -96,10 +94,7 @@ struct HTTPClientConnectionTests {
     func tls() async throws {
         let certs = TestScratch.root.appendingPathComponent("perimeter-certs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: certs) }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh").path
-        let made = await (try ChildProcess("/bin/sh", [script, certs.path, "localhost"])).finish()
-        #expect(made.termination == .exited(0), "\(made.output)")
+        try await makeTestCertificates(in: certs)
         let (peer, port) = try await startTestPeer(
             "hostile_receiver.py",
             [
@@ -118,24 +113,17 @@ struct HTTPClientConnectionTests {
             (error as? CurlError)?.kind == .tls
         }
         for _ in 0..<3 {
-            let response = try await Blocking.run {
-                try HTTPClient.post(url, headers: [], body: [], options: trusted, connections: kept)
-            }
+            let response = try await Self.post(url, options: trusted, kept: kept)
             #expect(response.status == 200)
         }
         let numbers = try await Self.connections(of: peer, count: 3)
         #expect(Set(numbers).count == 1, "\(numbers)")
         // A forged answer in a TLS record of its own, sent while the connection is idle.
-        _ = try await Blocking.run {
-            try HTTPClient.post(
-                "https://127.0.0.1:\(port)/keep-late-junk", headers: [], body: [], options: trusted, connections: kept)
-        }
+        _ = try await Self.post("https://127.0.0.1:\(port)/keep-late-junk", options: trusted, kept: kept)
         try await waitUntil("the late junk sent", context: { peer.output }) {
             peerRecords(peer).contains { $0["after_answer"] != nil }
         }
-        let after = try await Blocking.run {
-            try HTTPClient.post(url, headers: [], body: [], options: trusted, connections: kept)
-        }
+        let after = try await Self.post(url, options: trusted, kept: kept)
         #expect(after.body == Array("ok".utf8), "\(String(decoding: after.body, as: UTF8.self))")
         let all = try await Self.connections(of: peer, count: 5)
         #expect(all.count == 5 && all[4] != all[3], "a new connection after the junk: \(all)")

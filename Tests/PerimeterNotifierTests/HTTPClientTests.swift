@@ -135,10 +135,7 @@ struct HTTPClientTests {
         let certs = TestScratch.root.appendingPathComponent(
             "perimeter-certs-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: certs) }
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh").path
-        let made = await (try ChildProcess("/bin/sh", [script, certs.path, "localhost"])).finish()
-        #expect(made.termination == .exited(0), "\(made.output)")
+        try await makeTestCertificates(in: certs)
         let tls = [
             "--cert", certs.appendingPathComponent("server.crt").path, "--key",
             certs.appendingPathComponent("server.key").path,

@@ -253,6 +253,17 @@ func startTestPeer(
 }
 
 /// The JSON lines a peer printed (after its "listening" line).
+/// A test CA, and a server certificate for localhost and 127.0.0.1 signed by it, made in
+/// `directory` by `deploy/mosquitto/make-certs.sh` (`ca.crt`, `server.crt`, `server.key`).
+func makeTestCertificates(in directory: URL) async throws {
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh").path
+    let made = await (try ChildProcess("/bin/sh", [script, directory.path, "localhost"])).finish()
+    guard made.termination == .exited(0) else {
+        throw ChildFailure(message: "make-certs.sh failed: \(made.output)")
+    }
+}
+
 func peerRecords(_ peer: ChildProcess) -> [JSONObject] {
     peer.output.split(separator: "\n").compactMap { line in
         line.hasPrefix("{") ? (try? JSONParser.parse(String(line)))?.objectValue : nil

@@ -11,12 +11,9 @@ import Testing
 @Suite("Notifier mail over libcurl", .serialized)
 struct NotifierMailTests {
     static func certificates(_ harness: NotifierHarness) async throws -> String {
-        let certs = harness.directory.appendingPathComponent("certs").path
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh").path
-        let made = await (try ChildProcess("/bin/sh", [script, certs, "localhost"])).finish()
-        #expect(made.termination == .exited(0), "\(made.output)")
-        return certs
+        let certs = harness.directory.appendingPathComponent("certs")
+        try await makeTestCertificates(in: certs)
+        return certs.path
     }
 
     /// The header block of a message as the relay got it, unfolded field by field.

@@ -292,11 +292,7 @@ struct NotifierServiceTests {
     func mail() async throws {
         let harness = try await NotifierHarness()
         do {
-            let certs = harness.directory.appendingPathComponent("certs").path
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("deploy/mosquitto/make-certs.sh").path
-            let made = await (try ChildProcess("/bin/sh", [script, certs, "localhost"])).finish()
-            #expect(made.termination == .exited(0), "\(made.output)")
+            let certs = try await NotifierMailTests.certificates(harness)
             let (smtp, port) = try await harness.startPeer(
                 "smtp_receiver.py", ["--cert", "\(certs)/server.crt", "--key", "\(certs)/server.key"])
             try harness.configure(
