@@ -68,8 +68,8 @@ struct NotifierThroughputTests {
             #expect(mostAtOnce(records) == 3, "at most 3 at once, and 3 reached: \(mostAtOnce(records))")
             let connections = Set(records.compactMap { $0["port"]?.intValue })
             #expect(connections.count == 3, "nine requests over three kept connections: \(connections)")
-            // The operator's view of the same: /metrics counts the connections opened (set with
-            // each delivery, before its outcome is recorded).
+            // The operator's view of the same: /metrics counts the connections opened (each
+            // counted when its request ends, before the delivery's outcome is recorded).
             try await waitUntil("every delivery recorded") { notifierStoreDelivered(harness) == count }
             let opened = #"perimeter_webhook_connections_opened_total{channel="hook"} "#
             let line =
