@@ -721,7 +721,7 @@ final class EvaluatorRuntime {
                 $0.messages(topics: topics)
             }
             guard !messages.isEmpty else { continue }
-            _ = try store.commit(seq: cursor, venue: id, messages: messages, events: [], now: clock.now)
+            _ = try store.commit(seq: cursor, messages: messages, now: clock.now)
             logger.info(
                 "Home Assistant discovery configs brought up to date",
                 metadata: ["venue": .string(id), "messages": "\(messages.count)"])
@@ -875,7 +875,6 @@ final class EvaluatorRuntime {
         var row: EvaluatorStore.InboxRow
         var venue: String?
         var messages: [OutboundMessage] = []
-        var events: [RegionEvent] = []
         var erased: [String] = []
         /// A tick that changed nothing, or an observation the privacy gate refused: not kept.
         var forget = false
@@ -883,7 +882,7 @@ final class EvaluatorRuntime {
 
     /// Processes the journal after the cursor, in groups: each group is applied in memory (the
     /// pure core, no lock held), then committed in one short transaction (outbox rows,
-    /// membership, the retained picture, what the broker acknowledged meanwhile, the cursor),
+    /// the retained picture, what the broker acknowledged meanwhile, the cursor),
     /// then handed to the publisher, which does not wait for the acknowledgements. The journal
     /// writes of the network thread wait at most for that short commit.
     private func drain(_ client: MQTTClient, more: () -> Void) async throws {
@@ -943,9 +942,7 @@ final class EvaluatorRuntime {
                                     subject: subject, venue: venue, level: Topics.level(subject), through: item.row.seq)
                             }
                         }
-                        toPublish += try store.write(
-                            seq: item.row.seq, venue: item.venue, messages: item.messages, events: item.events, now: now
-                        )
+                        toPublish += try store.write(seq: item.row.seq, messages: item.messages, now: now)
                         if item.forget { _ = try store.database.run("DELETE FROM inbox WHERE seq = ?", item.row.seq) }
                     }
                     try store.advanceCursor(to: rows.last!.seq)
@@ -1052,7 +1049,6 @@ final class EvaluatorRuntime {
             case .visit(let visit):
                 counts.add("perimeter_visits_total", ("venue", venue), ("kind", visit.kind.rawValue))
             case .event(let event):
-                item.events.append(event)
                 stats.events[event.kind.rawValue, default: 0] += 1
                 if event.kind != .state {
                     counts.add("perimeter_events_total", ("venue", venue), ("event", event.kind.rawValue))

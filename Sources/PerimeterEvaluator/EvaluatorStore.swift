@@ -3,13 +3,13 @@ import PerimeterCore
 import PerimeterStore
 
 /// The evaluator's SQLite file: what arrived (the inbox journal), how far it was processed,
-/// what must be published (the outbox) and the current membership states.
+/// what must be published (the outbox) and the retained picture as published.
 ///
 /// The evaluator is deterministic in its inputs, so the journal is its state: after a crash
 /// the journal up to the processed cursor is replayed (publishing nothing) to rebuild the
 /// engines, the outbox rows not yet acknowledged are published again (same event ids), and
-/// processing goes on from the cursor. Processing one inbox row — its outbox rows, its
-/// membership changes and the cursor — commits in one transaction.
+/// processing goes on from the cursor. Processing a group of inbox rows — their outbox rows,
+/// the retained picture and the cursor — commits in one transaction.
 public final class EvaluatorStore {
     public let database: Database
 
@@ -131,7 +131,7 @@ public final class EvaluatorStore {
             sql: "CREATE INDEX IF NOT EXISTS outbox_refused ON outbox(created) WHERE sent = 2;"),
         // The outbox's AUTOINCREMENT, as the journal's before schema 5: `sqlite_sequence`
         // written with every outbox row, two or three times per transition. The store numbers
-        // its rows itself (``write(seq:venue:messages:events:now:)``).
+        // its rows itself (``write(seq:messages:now:)``).
         Migration(
             7, "outbox rows numbered without AUTOINCREMENT",
             sql: """
@@ -154,6 +154,12 @@ public final class EvaluatorStore {
                 CREATE INDEX outbox_unsent ON outbox(number) WHERE sent = 0;
                 CREATE INDEX outbox_refused ON outbox(created) WHERE sent = 2;
                 """),
+        // The membership table was written with every transition (an upsert for the state and
+        // an update for the transition's number: two of a transition's seven statements, and a
+        // page of a randomly keyed B-tree per commit) and read by nothing: the memberships are
+        // the core's, rebuilt from the snapshot and the journal, and the retained `state`
+        // topics are the published picture.
+        Migration(8, "membership table dropped (written, never read)", sql: "DROP TABLE IF EXISTS membership;"),
     ]
 
     /// The highest outbox number handed out by this store (nil until the first row is written):
@@ -232,14 +238,10 @@ public final class EvaluatorStore {
     }
 
     /// Records that `seq` was processed with these outputs, in one transaction: outbox rows,
-    /// membership changes, the retained picture, the cursor. Returns the outbox rows to publish.
-    public func commit(
-        seq: Int64, venue: String?, messages: [OutboundMessage], events: [RegionEvent], now: Date
-    ) throws
-        -> [OutboxRow]
-    {
+    /// the retained picture, the cursor. Returns the outbox rows to publish.
+    public func commit(seq: Int64, messages: [OutboundMessage], now: Date) throws -> [OutboxRow] {
         try database.transaction {
-            let rows = try write(seq: seq, venue: venue, messages: messages, events: events, now: now)
+            let rows = try write(seq: seq, messages: messages, now: now)
             try advanceCursor(to: seq)
             return rows
         }
@@ -249,11 +251,7 @@ public final class EvaluatorStore {
     /// committed together, inside the caller's transaction, which moves the cursor once
     /// (``advanceCursor(to:)``) past the group's last row. A savepoint and a cursor update per
     /// row were three of its eleven statements for a transition.
-    public func write(
-        seq: Int64, venue: String?, messages: [OutboundMessage], events: [RegionEvent], now: Date
-    ) throws
-        -> [OutboxRow]
-    {
+    public func write(seq: Int64, messages: [OutboundMessage], now: Date) throws -> [OutboxRow] {
         var rows: [OutboxRow] = []
         let now = now.timeIntervalSince1970
         for message in messages where message.retain {
@@ -275,21 +273,6 @@ public final class EvaluatorStore {
                 number, seq, message.topic, message.payload, message.qos, message.retain,
                 message.expiry.map { Int($0) }, message.eventID, now)
             rows.append(OutboxRow(number: number, message: message))
-        }
-        if let venue {
-            for event in events {
-                if event.kind == .state, let state = event.state {
-                    _ = try database.run(
-                        """
-                        INSERT INTO membership(venue, region, subject, state, t) VALUES (?, ?, ?, ?, ?)
-                        ON CONFLICT(venue, region, subject) DO UPDATE SET state = excluded.state, t = excluded.t
-                        """, venue, event.region, event.subject, state.rawValue, event.t.timeIntervalSince1970)
-                } else if event.seq > 0 {
-                    _ = try database.run(
-                        "UPDATE membership SET seq = ? WHERE venue = ? AND region = ? AND subject = ?", event.seq,
-                        venue, event.region, event.subject)
-                }
-            }
         }
         return rows
     }
@@ -345,11 +328,10 @@ public final class EvaluatorStore {
 
     // MARK: - Erasure
 
-    /// Deletes every row naming a subject: its membership states, and the journal and outbox
-    /// rows (up to journal row `through`) whose topic has `level` (its topic level) as a level.
+    /// Deletes every row naming a subject: the journal and outbox rows (up to journal row
+    /// `through`) and the retained topics that have `level` (its topic level) as a level.
     public func erase(subject: String, venue: String, level: String, through seq: Int64) throws {
         try database.transaction {
-            _ = try database.run("DELETE FROM membership WHERE venue = ? AND subject = ?", venue, subject)
             let names = "(substr(topic, -length(?) - 1) = '/' || ? OR instr(topic, '/' || ? || '/') > 0)"
             _ = try database.run("DELETE FROM inbox WHERE seq <= ? AND \(names)", seq, level, level, level)
             _ = try database.run("DELETE FROM outbox WHERE inbox_seq < ? AND \(names)", seq, level, level, level)
@@ -471,14 +453,4 @@ public final class EvaluatorStore {
     }
 
     public func journalLength() throws -> Int { try database.scalar("SELECT count(*) FROM inbox")?.int ?? 0 }
-
-    /// The persisted state of (venue, region, subject), as the membership table holds it.
-    public func membership(venue: String, region: String, subject: String) throws -> (state: String, seq: Int)? {
-        guard
-            let row = try database.row(
-                "SELECT state, seq FROM membership WHERE venue = ? AND region = ? AND subject = ?", venue, region,
-                subject)
-        else { return nil }
-        return (row[0].string ?? "", row[1].int ?? 0)
-    }
 }

@@ -70,15 +70,15 @@ struct EvaluatorJournalNumberingTests {
         #expect(seqs == [1, 2, 3, 4, 5])
         switch removal {
         case .forgetNewest:
-            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            _ = try store.commit(seq: 5, messages: [], now: Date())
             _ = try store.database.run("DELETE FROM inbox WHERE seq = 5")
         case .snapshotAll:
-            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            _ = try store.commit(seq: 5, messages: [], now: Date())
             try store.saveSnapshot(seq: 5, data: [1], now: Date())
         case .snapshotAhead:
             try store.saveSnapshot(seq: 5, data: [1], now: Date())
         case .erase:
-            _ = try store.commit(seq: 5, venue: nil, messages: [], events: [], now: Date())
+            _ = try store.commit(seq: 5, messages: [], now: Date())
             try store.erase(subject: "ann-4", venue: "v", level: "ann-4", through: 5)
         }
         #expect(try store.inbox(after: 0).allSatisfy { $0.seq < 5 }, "row 5 is gone (\(removal))")
@@ -103,26 +103,26 @@ struct EvaluatorJournalNumberingTests {
             try store.journal(topic: "perimeter/v1/v/obs/ann/gps", payload: [UInt8(index)], received: Date())
         }
         let first = try store.commit(
-            seq: 1, venue: "v", messages: [message("bob"), message("ann")], events: [], now: Date())
+            seq: 1, messages: [message("bob"), message("ann")], now: Date())
         #expect(first.map(\.number) == [1, 2])
         // The newest row (ann's, perhaps still in flight) is erased: its number is not reused.
         try store.erase(subject: "ann", venue: "v", level: "ann", through: 2)
         #expect(try store.unsent().map(\.number) == [1])
-        let second = try store.commit(seq: 2, venue: "v", messages: [message("cy")], events: [], now: Date())
+        let second = try store.commit(seq: 2, messages: [message("cy")], now: Date())
         #expect(second.map(\.number) == [3])
         try store.markSent([1, 3])
         // A standby's pruning deletes every unsent row; later rows still count on.
-        let third = try store.commit(seq: 3, venue: "v", messages: [message("dee")], events: [], now: Date())
+        let third = try store.commit(seq: 3, messages: [message("dee")], now: Date())
         #expect(third.map(\.number) == [4])
         #expect(try store.dropUnsent(before: Date().addingTimeInterval(60)) == 1)
         #expect(
-            try store.commit(seq: 3, venue: "v", messages: [message("eve")], events: [], now: Date()).map(\.number) == [
+            try store.commit(seq: 3, messages: [message("eve")], now: Date()).map(\.number) == [
                 5
             ])
         // After a restart (nothing in flight) numbering goes on past the table's highest row.
         let reopened = try EvaluatorStore(path: path)
         #expect(
-            try reopened.commit(seq: 3, venue: "v", messages: [message("fay")], events: [], now: Date()).map(\.number)
+            try reopened.commit(seq: 3, messages: [message("fay")], now: Date()).map(\.number)
                 == [6])
     }
 
@@ -132,7 +132,7 @@ struct EvaluatorJournalNumberingTests {
         let rows = (1...3).map {
             OutboundMessage(topic: "perimeter/v1/v/event/hall/s\($0)", payload: [UInt8($0)], qos: 1, retain: false)
         }
-        _ = try store.commit(seq: 0, venue: nil, messages: rows, events: [], now: Date())
+        _ = try store.commit(seq: 0, messages: rows, now: Date())
         try store.markSent([1])
         // What schema 6 left: the same rows in a table numbered with AUTOINCREMENT.
         try store.database.execute(
@@ -151,7 +151,7 @@ struct EvaluatorJournalNumberingTests {
         #expect(!sql.contains("AUTOINCREMENT"), "\(sql)")
         #expect(try reopened.unsent().map(\.number) == [2, 3])
         #expect(try reopened.unsent().map(\.message.payload) == [[2], [3]])
-        let next = try reopened.commit(seq: 0, venue: nil, messages: [rows[0]], events: [], now: Date())
+        let next = try reopened.commit(seq: 0, messages: [rows[0]], now: Date())
         #expect(next.map(\.number) == [4])
         let indexes = try reopened.database.query(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
@@ -173,18 +173,48 @@ struct EvaluatorJournalNumberingTests {
         let messages = (1...10).map {
             OutboundMessage(topic: "perimeter/v1/test/event/\($0)", payload: Array("\($0)".utf8), qos: 1, retain: false)
         }
-        let rows = try store.commit(seq: 1, venue: nil, messages: messages, events: [], now: Date())
+        let rows = try store.commit(seq: 1, messages: messages, now: Date())
         #expect(rows.map(\.number) == Array(1...10))
         try store.markSent(acknowledged)
         let unsent = try store.unsent().map(\.number)
         #expect(unsent == Array(1...10).filter { !acknowledged.contains($0) }, "acknowledged \(acknowledged)")
     }
 
+    @Test("schema 8 drops the membership table (written with every transition, read by nothing) and keeps the rest")
+    func membershipDropped() throws {
+        let (store, path) = try Self.store()
+        func tables(_ store: EvaluatorStore) throws -> Set<String> {
+            Set(
+                try store.database.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap {
+                    $0[0].string
+                })
+        }
+        #expect(try !tables(store).contains("membership"))
+        try store.journal(topic: "perimeter/v1/v/obs/ann/gps", payload: [1], received: Date())
+        let retained = OutboundMessage(
+            topic: "perimeter/v1/v/state/hall/ann", payload: Array("inside".utf8), qos: 1, retain: true)
+        _ = try store.commit(seq: 1, messages: [retained], now: Date())
+        // What schema 7 left: the table, with a row.
+        try store.database.execute(
+            """
+            CREATE TABLE membership(venue TEXT NOT NULL, region TEXT NOT NULL, subject TEXT NOT NULL,
+                state TEXT NOT NULL, t REAL NOT NULL, seq INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY (venue, region, subject)) WITHOUT ROWID;
+            INSERT INTO membership VALUES ('v', 'hall', 'ann', 'inside', 0, 1);
+            PRAGMA user_version = 7;
+            """)
+        let reopened = try EvaluatorStore(path: path)
+        #expect(try !tables(reopened).contains("membership"))
+        #expect(try reopened.retainedPicture().map(\.topic) == [retained.topic])
+        #expect(try reopened.unsent().map(\.message.topic) == [retained.topic])
+        #expect(try reopened.inbox(after: 0).count == 1)
+    }
+
     @Test("a journal written with AUTOINCREMENT keeps its numbers and rows; the next continues after them")
     func migrated() throws {
         let (store, path) = try Self.store()
         for index in 0..<3 { try store.journal(topic: "t/\(index)", payload: [UInt8(index)], received: Date()) }
-        _ = try store.commit(seq: 3, venue: nil, messages: [], events: [], now: Date())
+        _ = try store.commit(seq: 3, messages: [], now: Date())
         // What schema 4 left: the same rows in a table numbered with AUTOINCREMENT.
         try store.database.execute(
             """

@@ -106,7 +106,7 @@ struct HomeAssistantServiceTests {
         let messages = [mine, other].map {
             OutboundMessage(topic: $0.topic, payload: Array($0.config.serialized().utf8), qos: 1, retain: true)
         }
-        _ = try store.commit(seq: 1, venue: "museum", messages: messages, events: [], now: Date())
+        _ = try store.commit(seq: 1, messages: messages, now: Date())
         try store.erase(subject: "visitor_1", venue: "museum", level: Topics.level("visitor_1"), through: 2)
         #expect(try store.unsent(after: 0, limit: 10).map(\.message.topic) == [other.topic])
         #expect(try store.retainedConfigs().keys.sorted() == [other.topic])

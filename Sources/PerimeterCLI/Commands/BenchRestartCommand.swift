@@ -209,7 +209,7 @@ struct BenchRestartCommand: ParsableCommand {
                 last = try store.journal(topic: topic, payload: payload, received: received)
             }
         }
-        _ = try store.commit(seq: last, venue: nil, messages: [], events: [], now: received)
+        _ = try store.commit(seq: last, messages: [], now: received)
     }
 
     static func seconds(_ duration: Duration) -> Double { BenchMQTTCommand.seconds(duration) }

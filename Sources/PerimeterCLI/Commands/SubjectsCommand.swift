@@ -113,7 +113,7 @@ struct SubjectsEraseCommand: ParsableCommand {
         discussion: """
             Asks the running evaluator to forget the subject (admin/erase/{subject}): it drops
             the subject's state, place, preferences, privacy records and held events, deletes
-            its membership, journal and outbox rows, takes a fresh snapshot and clears the
+            its journal and outbox rows, takes a fresh snapshot and clears the
             retained topics it knows of. Then this command clears any retained topic left under
             the venue that names the subject in one of its first four levels there (read up to
             an end-of-retained marker on {prefix}/_sys/operator/…), and checks that none remains.
