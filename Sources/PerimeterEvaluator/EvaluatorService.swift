@@ -754,7 +754,7 @@ final class EvaluatorRuntime {
     /// The documented schedule (docs/operations.md, Retention): a snapshot at least every
     /// `snapshotInterval` when anything was journalled since (so a quiet venue's journal does not
     /// wait for `snapshotEvery` rows), and refused outbox rows deleted after `refusedRetention`.
-    /// Sent rows keep the last 10,000; erasure removes a subject's rows at once.
+    /// Sent rows keep the last 10,000 to 11,000; erasure removes a subject's rows at once.
     private func keepRetention() throws {
         let now = clock.now
         if sinceSnapshot > 0, let last = lastSnapshotAt, now.timeIntervalSince(last) >= configuration.snapshotInterval {

@@ -210,6 +210,36 @@ struct EvaluatorJournalNumberingTests {
         #expect(try reopened.inbox(after: 0).count == 1)
     }
 
+    @Test(
+        "sent rows are pruned in steps: between keep and keep + step stay, whatever the acknowledgements' pace",
+        arguments: [1, 3, 7, 25])
+    func pruneInSteps(acknowledgedAtOnce: Int) throws {
+        let (store, _) = try Self.store()
+        let messages = (1...100).map {
+            OutboundMessage(topic: "perimeter/v1/test/event/\($0)", payload: [1], qos: 1, retain: false)
+        }
+        _ = try store.commit(seq: 1, messages: messages, now: Date())
+        func sent() throws -> [Int] {
+            try store.database.query("SELECT number FROM outbox WHERE sent = 1 ORDER BY number").compactMap { $0[0].int }
+        }
+        var highest = 0
+        var most = 0
+        while highest < 100 {
+            let next = min(100, highest + acknowledgedAtOnce)
+            try store.markSent((highest + 1...next).map(Int64.init), keep: 10, pruneStep: 5)
+            highest = next
+            let kept = try sent()
+            // The newest `keep` are always there, and at most `keep + step` in all.
+            #expect(kept.last == highest)
+            #expect(kept.count >= min(highest, 10) && kept.count < 15, "\(kept) after \(highest)")
+            #expect(kept == Array((highest - kept.count + 1)...highest))
+            most = max(most, kept.count)
+        }
+        #expect(try store.unsent().isEmpty)
+        // Acknowledged a few at a time, the old rows wait for the next step (not one delete per call).
+        if acknowledgedAtOnce < 5 { #expect(most == 14) }
+    }
+
     @Test("a journal written with AUTOINCREMENT keeps its numbers and rows; the next continues after them")
     func migrated() throws {
         let (store, path) = try Self.store()
