@@ -220,7 +220,9 @@ struct EvaluatorJournalNumberingTests {
         }
         _ = try store.commit(seq: 1, messages: messages, now: Date())
         func sent() throws -> [Int] {
-            try store.database.query("SELECT number FROM outbox WHERE sent = 1 ORDER BY number").compactMap { $0[0].int }
+            try store.database.query("SELECT number FROM outbox WHERE sent = 1 ORDER BY number").compactMap {
+                $0[0].int
+            }
         }
         var highest = 0
         var most = 0
