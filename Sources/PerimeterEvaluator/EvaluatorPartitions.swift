@@ -708,11 +708,8 @@ extension EvaluatorRuntime {
                     || reconcile
             else { continue }
             let board = venue.board.withLock { $0 }
-            for region in board.parts.keys.sorted() {
-                guard let total = board.total(of: region), partitionState.totals[id]?[region] != total.count else {
-                    continue
-                }
-                partitionState.totals[id, default: [:]][region] = total.count
+            for total in board.totalsChanged(since: partitionState.totals[id] ?? [:]) {
+                partitionState.totals[id, default: [:]][total.region] = total.count
                 let payload: JSONValue = [
                     "count": .number(Double(total.count)), "t": .string(Timestamp.format(total.t)),
                 ]
@@ -721,7 +718,7 @@ extension EvaluatorRuntime {
                         number: 0,
                         message: Self.mqttMessage(
                             OutboundMessage(
-                                topic: venue.topics.occupancy(region: region),
+                                topic: venue.topics.occupancy(region: total.region),
                                 payload: Array(payload.serialized().utf8), qos: 1, retain: true))))
             }
         }

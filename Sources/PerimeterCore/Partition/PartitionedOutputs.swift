@@ -159,6 +159,18 @@ public struct OccupancyParts: Sendable, Hashable {
         return (count, t)
     }
 
+    /// The totals to publish, given the count last published for each region (`published`):
+    /// every region whose parts add up to another count, or that was never published, sorted by
+    /// region. A region with no part left has no total and is left as it was. Looking at every
+    /// region, not only those a part came in for, is what puts a missed change right (the
+    /// reconciliation each stats interval).
+    public func totalsChanged(since published: [String: Int]) -> [(region: String, count: Int, t: Date)] {
+        parts.keys.sorted().compactMap { region in
+            guard let total = total(of: region), published[region] != total.count else { return nil }
+            return (region, total.count, total.t)
+        }
+    }
+
     /// Reads a part's payload, `{partition, token, count, t, n}` as the evaluator publishes it.
     public static func part(from payload: [UInt8]) -> (partition: Int, part: Part)? {
         guard let json = try? JSONParser.parse(payload), let partition = json["partition"]?.intValue,

@@ -179,6 +179,33 @@ struct PartitionedOutputsTests {
         }
     }
 
+    @Test(
+        "the totals to publish: every region whose parts add up to another count than the one published",
+        arguments: [
+            // (published counts, the regions expected to go out with their counts)
+            ([String: Int](), ["cafe": 2, "hall": 7]),  // nothing published yet: all of them
+            (["cafe": 2, "hall": 7], [:]),  // all as published: nothing
+            (["cafe": 2, "hall": 6], ["hall": 7]),  // a missed change: hall goes out again
+            (["cafe": 2, "hall": 7, "shop": 4], [:]),  // shop has no part left: left as it was
+            (["hall": 7], ["cafe": 2]),  // cafe never published
+            (["cafe": 0, "hall": 70], ["cafe": 2, "hall": 7]),
+        ])
+    func totalsChanged(published: [String: Int], expected: [String: Int]) {
+        var parts = OccupancyParts()
+        for (region, partition, count, offset) in [("hall", 0, 3, 0.0), ("hall", 1, 4, 5), ("cafe", 1, 2, 2)] {
+            parts.note(
+                venue: "museum", region: region, partition: partition,
+                OccupancyParts.Part(count: count, t: Self.t0.addingTimeInterval(offset), token: 7))
+        }
+        let changed = parts.totalsChanged(since: published)
+        #expect(changed.map(\.region) == expected.keys.sorted())
+        #expect(Dictionary(uniqueKeysWithValues: changed.map { ($0.region, $0.count) }) == expected)
+        // Each total carries the latest time among its parts.
+        for total in changed {
+            #expect(total.t == Self.t0.addingTimeInterval(total.region == "hall" ? 5 : 2))
+        }
+    }
+
     @Test("an occupancy part's payload is read back, and a bad one is refused")
     func partPayload() {
         let good = #"{"partition":1,"token":42,"count":3,"t":"2027-01-15T08:00:00.000Z"}"#
